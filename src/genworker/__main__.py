@@ -1,0 +1,5 @@
+import sys
+
+from genworker.cli import main
+
+sys.exit(main())

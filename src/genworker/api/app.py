@@ -1,0 +1,40 @@
+"""The FastAPI application factory and its lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from genworker import __version__
+from genworker.api.routes import debug, health
+from genworker.runtime.composition import build_runtime
+from genworker.settings import Settings, load_settings
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("genworker.runtime")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        resolved = settings or load_settings()
+        runtime = await asyncio.to_thread(build_runtime, resolved)
+        for warning in resolved.warnings:
+            log.warning("[Runtime] %s", warning)
+        await runtime.start()
+        app.state.runtime = runtime
+        log.info(runtime.summary_line())
+        try:
+            yield
+        finally:
+            await runtime.stop()
+
+    app = FastAPI(title="genworker", version=__version__, lifespan=lifespan)
+    app.include_router(health.router)
+    app.include_router(debug.router)
+    return app

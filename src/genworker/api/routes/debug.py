@@ -1,0 +1,17 @@
+"""Operator view of the runtime: profile, components, backends, worker load errors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from genworker.api.deps import get_runtime, require_admin
+from genworker.runtime.composition import Runtime
+
+router = APIRouter(prefix="/api/v1/debug", dependencies=[Depends(require_admin)])
+
+
+@router.get("/runtime")
+def runtime_status(runtime: Annotated[Runtime, Depends(get_runtime)]) -> dict[str, Any]:
+    return runtime.debug()

@@ -1,0 +1,115 @@
+"""The `genworker` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from genworker.settings import Settings, SettingsError, load_settings
+from genworker.workspace.errors import Issue
+from genworker.workspace.registry import WorkspaceRegistry
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except SettingsError as exc:
+        print(f"genworker: configuration error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="genworker", description="Runtime for digital workers.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check", help="validate a workspace and list every problem")
+    check.add_argument("--workspace", type=Path, help="workspace folder (default: from settings)")
+    check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.set_defaults(handler=_check)
+
+    run = commands.add_parser("run", help="serve the runtime over HTTP")
+    run.add_argument("--host", help="bind address (default HTTP_HOST or 127.0.0.1)")
+    run.add_argument("--port", type=int, help="port (default HTTP_PORT or 8000)")
+    run.add_argument("--workspace", type=Path, help="workspace folder (default GENWORKER_WORKSPACE)")
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, object] = {}
+    if getattr(args, "workspace", None) is not None:
+        overrides["workspace"] = args.workspace.resolve()
+    if getattr(args, "host", None):
+        overrides["http_host"] = args.host
+    if getattr(args, "port", None) is not None:
+        overrides["http_port"] = args.port
+    return load_settings(None, None, **overrides)
+
+
+def _check(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    if not settings.workspace.is_dir():
+        print(f"genworker: workspace folder {settings.workspace} does not exist", file=sys.stderr)
+        return 1
+    registry = WorkspaceRegistry(settings.workspace)
+    summary = registry.load_all()
+    issues = registry.issues()
+    errors = [i for i in issues if i.severity == "error"]
+    if args.json:
+        print(
+            json.dumps(
+                {"ok": not errors, "summary": asdict(summary), "issues": [i.as_dict() for i in issues]}, indent=2
+            )
+        )
+        return 1 if errors else 0
+    _print_grouped(issues)
+    warnings = len(issues) - len(errors)
+    counts = (
+        f"{summary.tenants} tenants, {summary.workers} workers, {summary.duties} duties, "
+        f"{summary.goals} goals, {summary.skills} skills"
+    )
+    if errors:
+        print(f"FAILED: {len(errors)} errors, {warnings} warnings ({counts}; {summary.failed_workers} workers failed)")
+        return 1
+    print(f"OK: {counts}" + (f" ({warnings} warnings)" if warnings else ""))
+    return 0
+
+
+def _print_grouped(issues: list[Issue]) -> None:
+    by_file: dict[str, list[Issue]] = defaultdict(list)
+    for issue in issues:
+        by_file[issue.file].append(issue)
+    for file in sorted(by_file):
+        print(file)
+        for issue in by_file[file]:
+            line = f"line {issue.line}: " if issue.line else ""
+            field = f"{issue.field}: " if issue.field else ""
+            print(f"  {issue.severity}: {line}{field}{issue.message}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from genworker.api.app import create_app
+
+    settings = _settings(args)
+    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(
+        create_app(settings), host=settings.http_host, port=settings.http_port, log_level=settings.log_level.lower()
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

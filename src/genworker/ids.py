@@ -1,0 +1,51 @@
+"""Identifiers that end up in file paths, and the only way to turn them into paths.
+
+Every tenant, worker, skill, duty, goal, session and thread id is checked against one
+strict pattern before it touches the filesystem; `safe_join` also refuses paths that
+resolve (through symlinks) outside the root they were joined under.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+__all__ = ["ID_PATTERN", "InvalidIdError", "PathEscapeError", "is_inside", "safe_join", "validate_id"]
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class InvalidIdError(ValueError):
+    """An id is not safe to use as a path component."""
+
+
+class PathEscapeError(ValueError):
+    """A path resolves outside the root it must stay in."""
+
+
+def validate_id(value: object, kind: str = "id") -> str:
+    if not isinstance(value, str):
+        raise InvalidIdError(f"{kind} must be a string, got {type(value).__name__}")
+    if not ID_PATTERN.fullmatch(value) or ".." in value:
+        raise InvalidIdError(
+            f"{kind} {value!r} is not a valid id: use 1-128 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit, with no '..'"
+        )
+    return value
+
+
+def is_inside(root: Path, path: Path) -> bool:
+    """True when `path`, with symlinks resolved, stays under `root` (also resolved)."""
+    real_root = root.resolve()
+    real = path.resolve()
+    return real == real_root or real_root in real.parents
+
+
+def safe_join(root: Path, *ids: str, kind: str = "id") -> Path:
+    """Join validated ids under `root`; refuse anything that escapes it."""
+    path = root
+    for part in ids:
+        path = path / validate_id(part, kind)
+    if not is_inside(root, path):
+        raise PathEscapeError(f"{path} resolves outside {root}")
+    return path

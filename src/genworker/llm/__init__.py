@@ -1,0 +1,1 @@
+"""Model access through LiteLLM (tiers, routing, fallback)."""

@@ -1,0 +1,1 @@
+"""The runtime's composition root and component status reporting."""

@@ -1,0 +1,260 @@
+"""The composition root: builds every component in dependency order, exactly once.
+
+An optional component that fails to start is reported `degraded` or `failed` with its
+reason; it never stops the runtime from starting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from genworker.llm.config_source import ModelConfigState, detect_model_config
+from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
+from genworker.settings import Settings
+from genworker.workspace.registry import WorkspaceRegistry
+from genworker.workspace.snapshot import Worker
+from genworker.workspace.watcher import WorkspaceWatcher
+
+__all__ = ["GOVERNANCE_COMPONENTS", "Runtime", "build_runtime"]
+
+log = logging.getLogger("genworker.runtime")
+
+GOVERNANCE_COMPONENTS = ("task_governance",)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    registry: WorkspaceRegistry
+    model: ModelConfigState
+    components: dict[str, ComponentRuntimeStatus] = field(default_factory=dict)
+    redis: redis.Redis | None = None
+    watcher: WorkspaceWatcher | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.watcher is not None:
+            self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
+
+    async def _watch(self, watcher: WorkspaceWatcher) -> None:
+        try:
+            await watcher.run(self._stop)
+        except Exception as exc:  # the watcher must never take the server down
+            log.exception("hot reload stopped")
+            self.components["hot_reload"] = ComponentRuntimeStatus(
+                "hot_reload", ComponentStatus.FAILED, f"watcher stopped: {exc}", "watchfiles"
+            )
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self.redis is not None:
+            await asyncio.to_thread(self.redis.close)
+
+    # -- what the runtime can do ------------------------------------------------
+
+    def default_workers(self) -> dict[str, Worker | None]:
+        tenants = (
+            [self.settings.default_tenant]
+            if self.settings.default_tenant
+            else [t.tenant_id for t in self.registry.tenants()]
+        )
+        return {t: self.registry.default_worker(t) for t in tenants if t}
+
+    def readiness(self) -> tuple[list[Reason], list[Reason]]:
+        """(blocking reasons, non-blocking warnings) for the default chat path."""
+        blocking: list[Reason] = []
+        warnings: list[Reason] = []
+        if not self.model.configured:
+            code = "model_config_invalid" if self.model.error else "model_not_configured"
+            blocking.append(Reason(code, self.model.reason, "llm"))
+        workspace = self.components["workspace"]
+        if workspace.status == ComponentStatus.FAILED:
+            blocking.append(Reason("workspace_failed", workspace.reason, "workspace"))
+        defaults = self.default_workers()
+        unavailable = [
+            Reason("default_worker_unavailable", self._why_no_default(tenant), "workspace")
+            for tenant, worker in defaults.items()
+            if worker is None
+        ]
+        if self.settings.default_tenant or not any(defaults.values()):
+            blocking.extend(unavailable)
+            if not defaults and workspace.status != ComponentStatus.FAILED:
+                blocking.append(Reason("no_tenants", "no tenant is loaded", "workspace"))
+        else:
+            warnings.extend(unavailable)
+        return blocking, warnings
+
+    def _why_no_default(self, tenant_id: str) -> str:
+        state = self.registry.tenant(tenant_id)
+        if state is None:
+            return f"tenant {tenant_id!r} is not loaded"
+        name = state.tenant.default_worker
+        if name is None:
+            return f"tenant {tenant_id!r} names no default_worker and has {len(state.workers)} workers"
+        if name in state.failures:
+            first = state.failures[name].errors[0]
+            return f"default worker {tenant_id}/{name} failed to load: {first}"
+        return f"default worker {tenant_id}/{name} does not exist"
+
+    def health(self) -> tuple[str, list[Reason]]:
+        reasons = []
+        if self.settings.governance_required:
+            for name in GOVERNANCE_COMPONENTS:
+                component = self.components.get(name)
+                if component is None or component.status != ComponentStatus.READY:
+                    why = component.reason if component else "not built"
+                    reasons.append(
+                        Reason(
+                            "governance_dependency_missing",
+                            f"WORKER_GOVERNANCE_REQUIRED=true but {name} is not ready: {why}",
+                            name,
+                        )
+                    )
+        return ("degraded" if reasons else "ok"), reasons
+
+    def backends(self) -> dict[str, str]:
+        return {
+            "workspace": "filesystem",
+            "shared_state": "redis" if self.redis is not None else "none (single process)",
+            "hot_reload": "watchfiles" if self.watcher is not None else "off",
+        }
+
+    def debug(self) -> dict[str, Any]:
+        blocking, warnings = self.readiness()
+        health, health_reasons = self.health()
+        return {
+            "profile": self.settings.profile,
+            "environment": self.settings.environment,
+            "default_workers": {t: (f"{t}/{w.worker_id}" if w else None) for t, w in self.default_workers().items()},
+            "health": {"status": health, "reasons": [r.as_dict() for r in health_reasons]},
+            "readiness": {
+                "ready": not blocking,
+                "reasons": [r.as_dict() for r in blocking],
+                "warnings": [r.as_dict() for r in warnings],
+            },
+            "components": {name: c.as_dict() for name, c in self.components.items()},
+            "backends": self.backends(),
+            "settings_warnings": list(self.settings.warnings),
+            "workspace": self.registry.describe(),
+        }
+
+    def summary_line(self) -> str:
+        blocking, _ = self.readiness()
+        summary = self.registry.summary()
+        parts = [
+            f"profile={self.settings.profile}",
+            f"env={self.settings.environment}",
+            f"workspace={self.registry.root}",
+            f"tenants={summary.tenants}",
+            f"workers={summary.workers}",
+            f"failed_workers={summary.failed_workers}",
+            *(f"{name}={c.status.value}" for name, c in self.components.items()),
+            f"ready={'yes' if not blocking else 'no (' + ', '.join(r.code for r in blocking) + ')'}",
+        ]
+        return "[Runtime] " + " ".join(parts)
+
+
+def build_runtime(settings: Settings) -> Runtime:
+    """Build components in dependency order. Blocking: call it from a thread in async code."""
+    registry = WorkspaceRegistry(settings.workspace)
+    runtime = Runtime(settings=settings, registry=registry, model=detect_model_config(settings))
+    steps: list[tuple[str, Callable[[Runtime], ComponentRuntimeStatus]]] = [
+        ("workspace", _workspace),
+        ("redis", _redis),
+        ("llm", _llm),
+        ("task_governance", _governance),
+        ("hot_reload", _hot_reload),
+    ]
+    for name, build in steps:
+        try:
+            runtime.components[name] = build(runtime)
+        except Exception as exc:  # an optional component must not stop start-up
+            log.exception("component %s failed to start", name)
+            runtime.components[name] = ComponentRuntimeStatus(
+                name, ComponentStatus.FAILED, f"{type(exc).__name__}: {exc}"
+            )
+    return runtime
+
+
+def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:
+    registry = runtime.registry
+    if not registry.root.is_dir():
+        return ComponentRuntimeStatus(
+            "workspace", ComponentStatus.FAILED, f"workspace folder {registry.root} does not exist", "filesystem"
+        )
+    summary = registry.load_all()
+    errors = [i for i in registry.issues() if i.severity == "error"]
+    details = {"tenants": summary.tenants, "workers": summary.workers, "failed_workers": summary.failed_workers}
+    if summary.tenants == 0:
+        reason = str(errors[0]) if errors else "no tenants under tenants/"
+        return ComponentRuntimeStatus("workspace", ComponentStatus.FAILED, reason, "filesystem", details)
+    if errors:
+        return ComponentRuntimeStatus(
+            "workspace", ComponentStatus.DEGRADED, f"{len(errors)} errors; first: {errors[0]}", "filesystem", details
+        )
+    return ComponentRuntimeStatus("workspace", ComponentStatus.READY, "", "filesystem", details)
+
+
+def _redis(runtime: Runtime) -> ComponentRuntimeStatus:
+    url = runtime.settings.redis_url
+    if not url:
+        return ComponentRuntimeStatus(
+            "redis", ComponentStatus.DISABLED, "REDIS_URL not set: single-process file backends"
+        )
+    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        client.close()
+        return ComponentRuntimeStatus(
+            "redis", ComponentStatus.DEGRADED, f"cannot reach {_safe_url(url)}: {exc}", "redis"
+        )
+    runtime.redis = client
+    return ComponentRuntimeStatus("redis", ComponentStatus.READY, "", "redis", {"url": _safe_url(url)})
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _llm(runtime: Runtime) -> ComponentRuntimeStatus:
+    model = runtime.model
+    if model.configured:
+        return ComponentRuntimeStatus("llm", ComponentStatus.READY, "", "litellm", {"source": model.source})
+    status = ComponentStatus.FAILED if model.error else ComponentStatus.DISABLED
+    return ComponentRuntimeStatus("llm", status, model.reason, "litellm")
+
+
+def _governance(runtime: Runtime) -> ComponentRuntimeStatus:
+    return ComponentRuntimeStatus(
+        "task_governance", ComponentStatus.DISABLED, "the task governance stage is not part of this build yet"
+    )
+
+
+def _hot_reload(runtime: Runtime) -> ComponentRuntimeStatus:
+    if not runtime.settings.hot_reload:
+        return ComponentRuntimeStatus("hot_reload", ComponentStatus.DISABLED, "GENWORKER_HOT_RELOAD=false")
+    runtime.watcher = WorkspaceWatcher(runtime.registry, debounce_ms=runtime.settings.hot_reload_debounce_ms)
+    return ComponentRuntimeStatus("hot_reload", ComponentStatus.READY, "", "watchfiles")

@@ -1,0 +1,210 @@
+"""Reading workspace files and validating them into models, with errors that point home.
+
+A `Document` is one parsed file (front matter or JSON) plus what is needed to turn a
+pydantic error location into `file:line: field.path: reason`. Line lookup composes the
+YAML again only when there is something to report, so the clean path parses once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from frontmatter.default_handlers import YAMLHandler
+from pydantic import AliasChoices, BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from genworker.workspace.errors import Issue, WorkspaceError
+
+__all__ = ["Document", "read_json", "read_markdown", "validate"]
+
+M = TypeVar("M", bound=BaseModel)
+_YAML = YAMLHandler()
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    rel: str
+    data: Mapping[str, Any]
+    body: str
+    source: str  # the YAML or JSON text the data came from
+    line_offset: int  # lines before `source` starts in the file
+
+    def line_of(self, loc: Sequence[str | int]) -> int | None:
+        try:
+            node = yaml.compose(self.source, Loader=_SafeLoader)
+        except yaml.YAMLError:
+            return None
+        line = None if node is None else node.start_mark.line
+        for part in loc:
+            child = _child(node, part)
+            if child is None:
+                continue
+            node, line = child, child.start_mark.line
+        return None if line is None else line + 1 + self.line_offset
+
+
+def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == part:
+                return value
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        return node.value[part]
+    return None
+
+
+def read_markdown(path: Path, rel: str, *, require_front_matter: bool = True) -> Document:
+    text = _read_text(path, rel)
+    if not _YAML.detect(text):
+        if require_front_matter:
+            raise WorkspaceError.single(rel, "missing YAML front matter (a '---' block at the top)")
+        return Document(rel, {}, text.strip(), "", 0)
+    boundary = _YAML.FM_BOUNDARY.match(text)
+    # lines before the YAML source; the boundary pattern may swallow blank lines after '---'
+    offset = 0 if boundary is None else text.count("\n", 0, boundary.end())
+    try:
+        source, body = _YAML.split(text)
+        data = yaml.load(source, Loader=_SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = None if mark is None else mark.line + 1 + offset
+        raise WorkspaceError.single(rel, f"invalid YAML: {exc.problem or exc}", line=line) from exc
+    except (yaml.YAMLError, ValueError) as exc:
+        raise WorkspaceError.single(rel, f"invalid front matter: {exc}") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise WorkspaceError.single(rel, f"front matter must be a mapping, got {type(data).__name__}")
+    try:
+        cyclic = _has_cycle(data, set(), set())
+    except RecursionError:
+        cyclic = True
+    if cyclic:
+        raise WorkspaceError.single(rel, "front matter is recursive or nested too deeply (YAML anchors)")
+    return Document(rel, data, body.strip(), source, offset)
+
+
+def _has_cycle(value: Any, path: set[int], done: set[int]) -> bool:
+    """True when YAML aliases made `value` contain itself (validation would never end)."""
+    if not isinstance(value, dict | list) or id(value) in done:
+        return False
+    if id(value) in path:
+        return True
+    path.add(id(value))
+    children = value.values() if isinstance(value, dict) else value
+    found = any(_has_cycle(child, path, done) for child in children)
+    path.discard(id(value))
+    done.add(id(value))
+    return found
+
+
+def read_json(path: Path, rel: str) -> Document:
+    text = _read_text(path, rel)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise WorkspaceError.single(rel, f"invalid JSON: {exc.msg}", line=exc.lineno) from exc
+    if not isinstance(data, dict):
+        raise WorkspaceError.single(rel, f"must be a JSON object, got {type(data).__name__}")
+    return Document(rel, data, "", text, 0)
+
+
+def _read_text(path: Path, rel: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkspaceError.single(rel, f"not UTF-8 text: {exc.reason}") from exc
+    except OSError as exc:
+        raise WorkspaceError.single(rel, f"cannot read: {exc.strerror or exc}") from exc
+
+
+def validate(model: type[M], doc: Document, data: Mapping[str, Any] | None = None) -> tuple[M, list[Issue]]:
+    """Validate `data` (default: the document's) into `model`.
+
+    Returns the model and warnings for unknown fields; raises WorkspaceError with one
+    issue per invalid field.
+    """
+    raw = doc.data if data is None else data
+    try:
+        obj = model.model_validate(raw)
+    except ValidationError as exc:
+        raise WorkspaceError(_issues(doc, raw, exc)) from None
+    warnings = [
+        Issue("warning", doc.rel, "unknown field (ignored)", field, doc.line_of(loc))
+        for field, loc in unknown_fields(obj, raw=raw)
+    ]
+    return obj, warnings
+
+
+def _issues(doc: Document, raw: Mapping[str, Any], exc: ValidationError) -> list[Issue]:
+    issues = []
+    for err in exc.errors(include_url=False):
+        missing = err["type"] == "missing"
+        loc = _data_loc(raw, err["loc"], keep_missing_key=missing)
+        message = "field required" if missing else err["msg"]
+        issues.append(Issue("error", doc.rel, message, _dotted(loc), doc.line_of(loc)))
+    return issues
+
+
+def _data_loc(raw: Any, loc: Sequence[str | int], *, keep_missing_key: bool) -> list[str | int]:
+    """Drop the parts of a pydantic error location that are not in the data (union tags)."""
+    out: list[str | int] = []
+    node = raw
+    for i, part in enumerate(loc):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        elif keep_missing_key and i == len(loc) - 1 and isinstance(node, Mapping):
+            pass  # a missing key: keep it so the message names it
+        else:
+            continue
+        out.append(part)
+    return out
+
+
+def _dotted(loc: Sequence[str | int]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def unknown_fields(
+    obj: BaseModel, loc: tuple[str | int, ...] = (), raw: Any = None
+) -> Iterator[tuple[str, tuple[str | int, ...]]]:
+    """Yield (dotted path, loc) of every extra key kept on `obj` and its sub-models.
+
+    `raw` (the data `obj` came from) names aliased fields the way the file spells them.
+    """
+    if not getattr(type(obj), "open_extras", False):
+        for key in obj.model_extra or {}:
+            yield _dotted((*loc, key)), (*loc, key)
+    for name, field in type(obj).model_fields.items():
+        value = getattr(obj, name)
+        key = _key_in(raw, field, name)
+        sub = raw.get(key) if isinstance(raw, Mapping) else None
+        if isinstance(value, BaseModel):
+            yield from unknown_fields(value, (*loc, key), sub)
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    item_raw = sub[i] if isinstance(sub, list) and i < len(sub) else None
+                    yield from unknown_fields(item, (*loc, key, i), item_raw)
+
+
+def _key_in(raw: Any, field: FieldInfo, name: str) -> str:
+    names = [field.alias or name]
+    if isinstance(field.validation_alias, AliasChoices):
+        names += [c for c in field.validation_alias.choices if isinstance(c, str)]
+    if isinstance(raw, Mapping):
+        for candidate in names:
+            if candidate in raw:
+                return candidate
+    return names[0]

@@ -1,0 +1,80 @@
+"""CHANNEL_CREDENTIALS.json: per-worker platform secrets.
+
+Every value is a `SecretStr`: redacted in repr, str and JSON. Unknown keys are dropped
+(and reported by name only), so no stray secret is ever kept in a printable field.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+__all__ = [
+    "ChannelCredentials",
+    "DingTalkCredentials",
+    "EmailCredentials",
+    "FeishuCredentials",
+    "SlackCredentials",
+    "WeComCredentials",
+]
+
+
+class _Secrets(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
+
+
+class FeishuCredentials(_Secrets):
+    app_id: SecretStr
+    app_secret: SecretStr
+    verification_token: SecretStr | None = None
+    encrypt_key: SecretStr | None = None
+
+
+class WeComCredentials(_Secrets):
+    corpid: SecretStr
+    corpsecret: SecretStr
+    agent_id: SecretStr
+    token: SecretStr | None = None
+    encoding_aes_key: SecretStr | None = None
+
+
+class DingTalkCredentials(_Secrets):
+    app_key: SecretStr
+    app_secret: SecretStr
+    robot_code: SecretStr | None = None
+
+
+class SlackCredentials(_Secrets):
+    bot_token: SecretStr
+    signing_secret: SecretStr
+    app_token: SecretStr | None = None
+
+
+class EmailCredentials(_Secrets):
+    worker_address: str
+    worker_username: SecretStr | None = None
+    worker_password: SecretStr | None = None
+    worker_imap_host: str | None = None
+    worker_imap_port: int = 993
+    worker_smtp_host: str | None = None
+    worker_smtp_port: int = 465
+    owner_address: str | None = None
+    owner_username: SecretStr | None = None
+    owner_password: SecretStr | None = None
+    owner_imap_host: str | None = None
+    owner_imap_port: int = 993
+    owner_smtp_host: str | None = None
+    owner_smtp_port: int = 465
+
+
+class ChannelCredentials(_Secrets):
+    feishu: FeishuCredentials | None = None
+    wecom: WeComCredentials | None = None
+    dingtalk: DingTalkCredentials | None = None
+    slack: SlackCredentials | None = None
+    email: EmailCredentials | None = None
+
+    def __str__(self) -> str:
+        return f"ChannelCredentials(platforms={self.platforms()})"
+
+    def platforms(self) -> list[str]:
+        return [name for name in type(self).model_fields if getattr(self, name) is not None]

@@ -1,0 +1,65 @@
+"""Loading one tenant folder (TENANT.json, tenant skills, every worker) and system skills."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from genworker.workspace.documents import read_json, validate
+from genworker.workspace.errors import Issue, WorkspaceError
+from genworker.workspace.models import SkillLevel, Tenant
+from genworker.workspace.scan import Collector, Scope
+from genworker.workspace.skills import effective_skills, load_skills
+from genworker.workspace.snapshot import Skill, TenantState, Worker, WorkerFailure, frozen_map
+from genworker.workspace.worker_loader import load_worker
+
+__all__ = ["load_system_skills", "load_tenant", "load_tenant_worker"]
+
+
+def load_system_skills(scope: Scope, product_skills: Path | None) -> tuple[Mapping[str, Skill], list[Issue]]:
+    """Product skills first, then `workspace/system/skills` (which wins for the same name)."""
+    issues = Collector()
+    layers = []
+    if product_skills is not None:
+        layers.append(load_skills(Scope(product_skills.parent), product_skills, SkillLevel.SYSTEM, issues))
+    layers.append(load_skills(scope, scope.root / "system" / "skills", SkillLevel.SYSTEM, issues))
+    return effective_skills(*layers), issues.issues
+
+
+def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], version: int = 0) -> TenantState:
+    """Load a tenant and all its workers. Raises WorkspaceError when TENANT.json is unusable."""
+    issues = Collector()
+    path = folder / "TENANT.json"
+    if not path.is_file():
+        raise WorkspaceError.single(scope.rel(path), "missing TENANT.json")
+    scope.check(path)
+    doc = read_json(path, scope.rel(path))
+    tenant, warnings = validate(Tenant, doc)
+    issues.issues.extend(warnings)
+    if tenant.tenant_id != folder.name:
+        raise WorkspaceError.single(
+            doc.rel, f"tenant_id {tenant.tenant_id!r} must equal the folder name {folder.name!r}", "tenant_id", doc.line_of(["tenant_id"])
+        )
+    skills = load_skills(scope, folder / "skills", SkillLevel.TENANT, issues)
+    state = TenantState(tenant=tenant, skills=frozen_map(skills))
+    workers: dict[str, Worker] = {}
+    failures: dict[str, WorkerFailure] = {}
+    for worker_dir in scope.entries(folder / "workers", issues, dirs=True, id_kind="worker id"):
+        result = load_tenant_worker(scope, state, system_skills, worker_dir, version)
+        if isinstance(result, Worker):
+            workers[result.worker_id] = result
+        else:
+            failures[result.worker_id] = result
+    if tenant.default_worker and tenant.default_worker not in workers and tenant.default_worker not in failures:
+        issues.error(doc.rel, f"default_worker {tenant.default_worker!r} has no folder under workers/", "default_worker", doc.line_of(["default_worker"]))
+    return replace(state, workers=frozen_map(workers), failures=frozen_map(failures), issues=tuple(issues.issues))
+
+
+def load_tenant_worker(scope: Scope, state: TenantState, system_skills: Mapping[str, Skill], folder: Path, version: int) -> Worker | WorkerFailure:
+    inherited = effective_skills(system_skills, state.skills)
+    try:
+        worker, _ = load_worker(scope, state.tenant, folder, inherited)
+    except WorkspaceError as exc:
+        return WorkerFailure(state.tenant_id, folder.name, exc.issues, version)
+    return replace(worker, version=version)

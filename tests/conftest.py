@@ -1,0 +1,82 @@
+"""Suite-wide fixtures: the demo workspace, tmp workspaces, and real services.
+
+Tests that need Redis skip with a one-line reason on a laptop without it, and fail
+when GENWORKER_REQUIRE_REDIS=1 (CI).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_WORKSPACE = ROOT / "workspace"
+REDIS_TEST_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def write_tree(tmp_path: Path) -> Callable[[Mapping[str, str]], Path]:
+    """Write {relative path: text} under tmp_path/"ws" and return that root."""
+
+    def write(files: Mapping[str, str]) -> Path:
+        root = tmp_path / "ws"
+        for rel, text in files.items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        root.mkdir(exist_ok=True)
+        return root
+
+    return write
+
+
+@pytest.fixture
+def redis_url() -> str:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_TEST_URL, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        if os.environ.get("GENWORKER_REQUIRE_REDIS") == "1":
+            pytest.fail(f"GENWORKER_REQUIRE_REDIS=1 but Redis at {REDIS_TEST_URL} is unreachable: {exc}")
+        pytest.skip(f"Redis not reachable at {REDIS_TEST_URL}")
+    finally:
+        client.close()
+    return REDIS_TEST_URL
+
+
+def tenant_json(tenant_id: str, default_worker: str | None = None) -> str:
+    default = f', "default_worker": "{default_worker}"' if default_worker else ""
+    return f'{{"tenant_id": "{tenant_id}", "name": "{tenant_id}", "trust_level": 2{default}}}'
+
+
+def persona_md(worker_id: str, role: str = "assistant", extra: str = "") -> str:
+    return (
+        f"---\nidentity:\n  name: {worker_id.title()}\n  worker_id: {worker_id}\n  role: {role}\n"
+        f"mode: personal\n{extra}---\nYou are {worker_id}.\n"
+    )
+
+
+@pytest.fixture
+def small_workspace(write_tree: Callable[[Mapping[str, str]], Path]) -> Callable[..., Path]:
+    """A workspace with tenants {tenant: [workers]}; the first worker is the default."""
+
+    def build(tenants: Mapping[str, list[str]] | None = None, extra: Mapping[str, str] | None = None) -> Path:
+        files: dict[str, str] = {}
+        for tenant, workers in (tenants or {"acme": ["alice", "bob"]}).items():
+            files[f"tenants/{tenant}/TENANT.json"] = tenant_json(tenant, workers[0] if workers else None)
+            for worker in workers:
+                files[f"tenants/{tenant}/workers/{worker}/PERSONA.md"] = persona_md(worker)
+        files.update(extra or {})
+        return write_tree(files)
+
+    return build

@@ -1,0 +1,78 @@
+"""`genworker check`: problems grouped by file, exit codes, one-line summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from genworker.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_clean_workspace_prints_one_summary_line(
+    small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check", "--workspace", str(small_workspace())]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("OK: 1 tenants, 2 workers, 0 duties, 0 goals")
+
+
+def test_problems_are_grouped_by_file_and_fail(
+    small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = small_workspace(
+        extra={
+            "tenants/acme/workers/alice/duties/a.md": (
+                "---\nduty_id: a\ntitle: A\ntriggers:\n  - {id: t, type: schedule, cron: 'nope'}\n---\nact\n"
+            ),
+            "tenants/acme/workers/alice/duties/b.md": "---\nduty_id: b\ntitle: B\ncolour: red\n---\nact\n",
+        }
+    )
+    assert main(["check", "--workspace", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert "tenants/acme/workers/alice/duties/a.md\n  error: line 5: triggers[0].cron:" in out
+    assert "tenants/acme/workers/alice/duties/b.md\n  warning: line 4: colour: unknown field" in out
+    assert out.strip().splitlines()[-1].startswith("FAILED: 1 errors, 1 warnings")
+
+
+def test_json_output(small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    root = small_workspace(extra={"tenants/acme/TENANT.json": '{"tenant_id": "other"}'})
+    assert main(["check", "--workspace", str(root), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False
+    assert report["issues"][0] == {
+        "severity": "error",
+        "file": "tenants/acme/TENANT.json",
+        "field": "tenant_id",
+        "line": 1,
+        "message": "tenant_id 'other' must equal the folder name 'acme'",
+    }
+
+
+def test_missing_workspace_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--workspace", str(tmp_path / "nope")]) == 1
+    assert capsys.readouterr().err.strip() == f"genworker: workspace folder {tmp_path / 'nope'} does not exist"
+
+
+def test_console_script_checks_the_demo_workspace(tmp_path: Path) -> None:
+    script = Path(sys.executable).with_name("genworker")
+    env = {**os.environ, "GENWORKER_CONFIG_DIR": str(tmp_path)}
+    result = subprocess.run(
+        [str(script), "check", "--workspace", str(ROOT / "workspace")],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("OK: 1 tenants, ")
+    assert "warning" not in result.stdout

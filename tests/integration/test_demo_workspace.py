@@ -1,0 +1,205 @@
+"""The shipped demo workspace loads cleanly and shows every file format it is meant to show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from genworker.workspace.models import SkillLevel, StrategyMode, WorkerMode
+from genworker.workspace.registry import WorkspaceRegistry
+from genworker.workspace.snapshot import Worker
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKSPACE = ROOT / "workspace"
+DEMO = WORKSPACE / "tenants" / "demo"
+
+DAY = 86400.0
+
+EXPECTED = {
+    "assistant": {
+        "mode": WorkerMode.PERSONAL,
+        "duties": {"morning-brief", "inbox-triage"},
+        "goals": {"inbox-under-control"},
+        "own_skills": {"inbox-triage", "daily-brief"},
+        "contacts": {"sam-ortiz", "dana-kim", "priya-nair"},
+        "rules": {"drafts-need-approval", "brief-decisions-first"},
+    },
+    "analyst": {
+        "mode": WorkerMode.TEAM_MEMBER,
+        "duties": {"weekly-metrics-review", "metric-anomaly-watch", "data-request"},
+        "goals": {"q1-kpi-baseline"},
+        "own_skills": {"metrics-weekly-report", "anomaly-investigation"},
+        "contacts": {"sam-ortiz", "li-wei"},
+        "rules": {"cite-every-number"},
+    },
+}
+SYSTEM_SKILLS = {"general-chat", "summarize"}
+TENANT_SKILLS = {"acme-handbook"}
+
+
+@pytest.fixture(scope="module")
+def registry() -> WorkspaceRegistry:
+    reg = WorkspaceRegistry(WORKSPACE, product_skills=ROOT / "skills")
+    reg.load_all()
+    return reg
+
+
+def worker(registry: WorkspaceRegistry, worker_id: str) -> Worker:
+    found = registry.worker("demo", worker_id)
+    assert found is not None, f"worker demo/{worker_id} did not load"
+    return found
+
+
+def test_loads_without_errors_or_warnings(registry: WorkspaceRegistry) -> None:
+    issues = registry.issues()
+    assert issues == [], "\n".join(str(i) for i in issues)
+    summary = registry.summary()
+    assert (summary.tenants, summary.workers, summary.failed_workers) == (1, 2, 0)
+
+
+def test_tenant_settings_and_default_worker(registry: WorkspaceRegistry) -> None:
+    state = registry.tenant("demo")
+    assert state is not None
+    tenant = state.tenant
+    assert tenant.trust_level == 2
+    assert "shell_exec" in tenant.tool_policy.denied_tools
+    assert tenant.mcp_remote_allowed is False
+    assert tenant.default_worker == "assistant"
+    assert tenant.default_worker in state.workers
+
+
+@pytest.mark.parametrize("worker_id", sorted(EXPECTED))
+def test_worker_contents(registry: WorkspaceRegistry, worker_id: str) -> None:
+    expected = EXPECTED[worker_id]
+    loaded = worker(registry, worker_id)
+    assert loaded.persona.mode == expected["mode"]
+    assert loaded.instructions.strip()
+    assert set(loaded.duties) == expected["duties"]
+    assert set(loaded.goals) == expected["goals"]
+    assert set(loaded.contacts) == expected["contacts"]
+    assert {r.rule_id for r in loaded.rules} == expected["rules"]
+    own = {name for name, s in loaded.skills.items() if s.level == SkillLevel.WORKER}
+    assert own == expected["own_skills"]
+    assert set(loaded.skills) == expected["own_skills"] | SYSTEM_SKILLS | TENANT_SKILLS
+    assert loaded.persona.default_skill in loaded.skills
+
+
+@pytest.mark.parametrize("worker_id", sorted(EXPECTED))
+def test_duty_skill_references_resolve(registry: WorkspaceRegistry, worker_id: str) -> None:
+    loaded = worker(registry, worker_id)
+    for duty in loaded.duties.values():
+        named = [duty.skill_id, duty.skill_hint, *duty.preferred_skill_ids]
+        assert all(n in loaded.skills for n in named if n), duty.duty_id
+
+
+def test_defaults_file_is_not_a_duty(registry: WorkspaceRegistry) -> None:
+    for worker_id in EXPECTED:
+        loaded = worker(registry, worker_id)
+        assert (DEMO / "workers" / worker_id / "duties" / "_defaults.md").is_file()
+        assert "_defaults" not in loaded.duties
+        assert all(not path.endswith("_defaults.md") for path in loaded.files.values())
+
+
+def test_defaults_reach_duties_that_do_not_set_them(registry: WorkspaceRegistry) -> None:
+    assistant = worker(registry, "assistant")
+    brief = assistant.duties["morning-brief"]
+    triage = assistant.duties["inbox-triage"]
+    # morning-brief sets neither retention nor escalation: both come from _defaults.md
+    assert brief.execution_log_retention == 90 * DAY
+    assert brief.escalation is not None
+    assert brief.escalation.target == "dana-kim"
+    # its own quality_criteria and execution_policy win over _defaults.md
+    assert brief.quality_criteria[0] == "Fits on one phone screen."
+    assert brief.execution_policy.default == "execute"
+    # inbox-triage sets only execution_policy.overrides: the default depth comes from _defaults.md
+    assert triage.execution_policy.default == "draft"
+    assert triage.execution_policy.depth_for("sweep") == "propose"
+    assert "Nothing is sent outside Acme without Dana's approval." in triage.quality_criteria
+
+
+def test_merge_order_defaults_file_then_duty_defaults_then_own(registry: WorkspaceRegistry) -> None:
+    assistant = worker(registry, "assistant")
+    analyst = worker(registry, "analyst")
+    # duty_defaults beats _defaults.md
+    assert assistant.duties["inbox-triage"].execution_log_retention == 30 * DAY
+    assert analyst.duties["weekly-metrics-review"].execution_log_retention == 180 * DAY
+    assert analyst.duties["data-request"].execution_log_retention == 60 * DAY
+    # the duty's own field beats both
+    watch = analyst.duties["metric-anomaly-watch"]
+    assert watch.execution_policy.default == "propose"
+    assert watch.escalation is not None
+    assert watch.escalation.target == "li-wei"
+
+
+def test_every_trigger_kind_is_shown(registry: WorkspaceRegistry) -> None:
+    triggers = [t for w in registry.workers() for d in w.duties.values() for t in d.triggers]
+    kinds = {t.type for t in triggers}
+    assert {"schedule", "event", "condition", "manual", "collaboration"} <= kinds
+    schedules = [t for t in triggers if t.type == "schedule"]
+    assert any(t.cron and t.timezone == "America/New_York" for t in schedules)
+    assert any(t.interval == 30 * 60 for t in schedules)
+
+
+def test_contract_and_process_step(registry: WorkspaceRegistry) -> None:
+    triage = worker(registry, "assistant").duties["inbox-triage"]
+    contract = triage.contract
+    assert contract is not None
+    assert contract.version == "2026.10"
+    for part in ("input_schema", "output_schema", "sla", "escalation", "approval", "audit"):
+        assert getattr(contract, part), part
+    assert contract.decision_scope
+    step = triage.process_step
+    assert step is not None
+    assert (step.process_id, step.step_id) == ("ceo-office-mail", "triage")
+
+
+def test_goals_link_tasks_and_duties(registry: WorkspaceRegistry) -> None:
+    for worker_id in EXPECTED:
+        loaded = worker(registry, worker_id)
+        for goal in loaded.goals.values():
+            assert goal.deadline is not None
+            assert goal.body.strip()
+            assert goal.primary_duty_id in loaded.duties
+            assert set(goal.referenced_duties()) <= set(loaded.duties)
+            assert any(t.blocked_by for t in goal.tasks()), goal.goal_id
+
+
+def test_all_strategy_modes_are_shown(registry: WorkspaceRegistry) -> None:
+    skills = {s.file: s for w in registry.workers() for s in w.skills.values()}
+    modes = {s.spec.settings.strategy.mode for s in skills.values()}
+    assert {StrategyMode.AUTONOMOUS, StrategyMode.DETERMINISTIC, StrategyMode.HYBRID} <= modes
+    hybrid_kinds = {
+        step.kind
+        for s in skills.values()
+        if s.spec.settings.strategy.mode == StrategyMode.HYBRID
+        for step in s.spec.settings.strategy.steps
+    }
+    assert {"tool", "llm", "autonomous"} <= hybrid_kinds
+
+
+def test_product_system_skills(registry: WorkspaceRegistry) -> None:
+    skills = registry.skills_for("demo")
+    for name in SYSTEM_SKILLS:
+        assert skills[name].level == SkillLevel.SYSTEM
+        assert skills[name].file == f"skills/{name}/SKILL.md"
+    assert skills["general-chat"].spec.settings.default_skill is True
+    assert skills["general-chat"].spec.settings.strategy.mode == StrategyMode.AUTONOMOUS
+    assert skills["summarize"].spec.settings.strategy.mode == StrategyMode.DETERMINISTIC
+    assert set(skills["summarize"].blocks) == {"key_points", "action_items"}
+    assert skills["acme-handbook"].level == SkillLevel.TENANT
+    assert (WORKSPACE / "system" / "skills").is_dir()
+
+
+def test_no_secrets_or_runtime_state_in_the_demo() -> None:
+    for worker_dir in (DEMO / "workers").iterdir():
+        assert not (worker_dir / "CHANNEL_CREDENTIALS.json").exists()
+        for state in ("runtime", "memory", "tasks", "sensor_snapshots", "archive"):
+            assert not (worker_dir / state).exists(), f"{worker_dir.name}/{state}"
+    assert not (DEMO / "sessions").exists()
+    example = DEMO / "workers" / "assistant" / "CHANNEL_CREDENTIALS.json.example"
+    assert '"cli_xxx"' in example.read_text(encoding="utf-8")
+
+
+def test_credentials_example_is_not_loaded(registry: WorkspaceRegistry) -> None:
+    assert worker(registry, "assistant").credentials is None

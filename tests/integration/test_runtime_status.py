@@ -1,0 +1,165 @@
+"""/health, /readiness and /api/v1/debug/runtime against a real app lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from genworker.api.app import create_app
+from genworker.settings import load_settings
+
+TOKEN = "test-admin-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@contextmanager
+def serve(tmp_path: Path, workspace: Path, **env: str) -> Iterator[TestClient]:
+    configs = tmp_path / "configs"
+    configs.mkdir(exist_ok=True)
+    environ = {"GENWORKER_HOT_RELOAD": "false", "GENWORKER_ADMIN_TOKEN": TOKEN, **env}
+    settings = load_settings(configs, environ, workspace=workspace)
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+MODEL = {"GENWORKER_LLM_MODEL": "openai/test-model"}
+
+
+def test_not_ready_without_a_model_and_says_which_file_to_edit(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    with serve(tmp_path, small_workspace()) as client:
+        response = client.get("/readiness")
+        assert response.status_code == 503
+        reasons = response.json()["reasons"]
+        assert [r["code"] for r in reasons] == ["model_not_configured"]
+        assert "config_local.env" in reasons[0]["message"] and "litellm_local.json" in reasons[0]["message"]
+        assert client.get("/health").json() == {"status": "ok", "reasons": []}
+
+
+def test_ready_when_model_and_default_worker_are_there(tmp_path: Path, small_workspace: Callable[..., Path]) -> None:
+    with serve(tmp_path, small_workspace(), **MODEL) as client:
+        response = client.get("/readiness")
+        assert response.status_code == 200, response.json()
+        assert response.json()["status"] == "ready"
+
+
+def test_litellm_file_counts_as_model_config_and_broken_file_is_named(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    workspace = small_workspace()
+    (tmp_path / "configs").mkdir()
+    litellm = tmp_path / "configs" / "litellm_local.json"
+    litellm.write_text('{"model_list": [{"model_name": "fast", "litellm_params": {"model": "x/y"}}]}', encoding="utf-8")
+    with serve(tmp_path, workspace) as client:
+        assert client.get("/readiness").status_code == 200
+    litellm.write_text('{"model_list": [', encoding="utf-8")
+    with serve(tmp_path, workspace) as client:
+        response = client.get("/readiness")
+        assert response.status_code == 503
+        reason = response.json()["reasons"][0]
+        assert reason["code"] == "model_config_invalid" and "litellm_local.json:1" in reason["message"]
+        assert client.get("/api/v1/debug/runtime", headers=AUTH).json()["components"]["llm"]["status"] == "failed"
+
+
+def test_failed_default_worker_blocks_readiness_and_shows_in_debug(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    broken = {"tenants/acme/workers/alice/PERSONA.md": "---\nidentity: [not, a, mapping]\n---\n"}
+    with serve(tmp_path, small_workspace(extra=broken), **MODEL) as client:
+        response = client.get("/readiness")
+        assert response.status_code == 503
+        reason = response.json()["reasons"][0]
+        assert reason["code"] == "default_worker_unavailable" and "acme/alice failed to load" in reason["message"]
+        debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
+        alice = debug["workspace"]["tenants"]["acme"]["workers"]["alice"]
+        assert alice["status"] == "failed"
+        assert alice["errors"][0]["file"] == "tenants/acme/workers/alice/PERSONA.md"
+        assert alice["errors"][0]["field"] == "identity"
+        assert debug["workspace"]["tenants"]["acme"]["workers"]["bob"]["status"] == "loaded"
+        assert debug["components"]["workspace"]["status"] == "degraded"
+
+
+def test_one_tenant_down_is_a_warning_when_another_can_serve(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    workspace = small_workspace(
+        {"acme": ["alice"], "globex": ["gina"]}, {"tenants/globex/workers/gina/PERSONA.md": "no front matter"}
+    )
+    with serve(tmp_path, workspace, **MODEL) as client:
+        response = client.get("/readiness")
+        assert response.status_code == 200
+        assert [w["code"] for w in response.json()["warnings"]] == ["default_worker_unavailable"]
+    with serve(tmp_path, workspace, GENWORKER_DEFAULT_TENANT="globex", **MODEL) as client:
+        assert client.get("/readiness").status_code == 503
+
+
+def test_missing_workspace_starts_but_is_not_ready(tmp_path: Path) -> None:
+    with serve(tmp_path, tmp_path / "nowhere", **MODEL) as client:
+        assert client.get("/health").status_code == 200
+        response = client.get("/readiness")
+        assert response.status_code == 503
+        assert "workspace_failed" in [r["code"] for r in response.json()["reasons"]]
+
+
+def test_health_degraded_when_governance_is_required_but_missing(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    with serve(tmp_path, small_workspace(), WORKER_GOVERNANCE_REQUIRED="true", **MODEL) as client:
+        response = client.get("/health")
+        assert response.status_code == 200
+        body = response.json()
+        assert body["status"] == "degraded"
+        assert body["reasons"][0]["code"] == "governance_dependency_missing"
+
+
+def test_debug_runtime_reports_profile_components_and_backends(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    with serve(tmp_path, small_workspace(), **MODEL) as client:
+        assert client.get("/api/v1/debug/runtime").status_code == 401
+        assert client.get("/api/v1/debug/runtime", headers={"Authorization": "Bearer nope"}).status_code == 401
+        debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
+    assert debug["profile"] == "local"
+    assert debug["default_workers"] == {"acme": "acme/alice"}
+    assert set(debug["components"]) == {"workspace", "redis", "llm", "task_governance", "hot_reload"}
+    assert debug["components"]["redis"]["status"] == "disabled"
+    assert debug["components"]["hot_reload"]["status"] == "disabled"
+    assert debug["backends"]["workspace"] == "filesystem"
+    assert debug["workspace"]["version"] == 1
+    assert debug["readiness"]["ready"] is True
+
+
+def test_unreachable_redis_degrades_instead_of_crashing(tmp_path: Path, small_workspace: Callable[..., Path]) -> None:
+    with serve(tmp_path, small_workspace(), REDIS_URL="redis://:pw@127.0.0.1:1/0", **MODEL) as client:
+        debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
+        assert debug["components"]["redis"]["status"] == "degraded"
+        assert "pw" not in debug["components"]["redis"]["reason"]
+        assert client.get("/readiness").status_code == 200
+
+
+def test_reachable_redis_is_ready_and_in_use(
+    tmp_path: Path, small_workspace: Callable[..., Path], redis_url: str
+) -> None:
+    with serve(tmp_path, small_workspace(), REDIS_URL=redis_url, **MODEL) as client:
+        debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
+    assert debug["profile"] == "shared"
+    assert debug["components"]["redis"]["status"] == "ready"
+    assert debug["backends"]["shared_state"] == "redis"
+
+
+@pytest.mark.parametrize("path", ["/api/v1/debug/runtime"])
+def test_operator_endpoint_is_loopback_only_without_a_token(
+    tmp_path: Path, small_workspace: Callable[..., Path], path: str
+) -> None:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    settings = load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=small_workspace())
+    with TestClient(create_app(settings), client=("10.0.0.8", 5000)) as client:
+        assert client.get(path).status_code == 403
+    with TestClient(create_app(settings), client=("127.0.0.1", 5000)) as client:
+        assert client.get(path).status_code == 200
