@@ -6,15 +6,53 @@ when GENWORKER_REQUIRE_REDIS=1 (CI).
 
 from __future__ import annotations
 
+import ipaddress
 import os
-from collections.abc import Callable, Mapping
+import socket
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_WORKSPACE = ROOT / "workspace"
 REDIS_TEST_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
+
+
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _local_only_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+    """Accidental calls to real model providers (or anything off this machine) fail the suite."""
+    name = host.decode() if isinstance(host, bytes) else host
+    if name not in (None, "localhost", "testserver", "testclient"):
+        try:
+            local = ipaddress.ip_address(name).is_loopback
+        except ValueError:
+            local = False
+        if not local:
+            raise OSError(f"test suite blocks network access to {name!r}: only loopback is allowed")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_external_network() -> Iterator[None]:
+    socket.getaddrinfo = _local_only_getaddrinfo
+    try:
+        yield
+    finally:
+        socket.getaddrinfo = _real_getaddrinfo
+
+
+@pytest.fixture
+def model_server() -> Iterator[Any]:
+    """A real local OpenAI-compatible server answering from a script; leftovers fail the test."""
+    from genworker.testing import ScriptedModelServer
+
+    with ScriptedModelServer() as server:
+        yield server
+        server.assert_done()
 
 
 @pytest.fixture

@@ -35,9 +35,15 @@ def validate_id(value: object, kind: str = "id") -> str:
 
 
 def is_inside(root: Path, path: Path) -> bool:
-    """True when `path`, with symlinks resolved, stays under `root` (also resolved)."""
-    real_root = root.resolve()
-    real = path.resolve()
+    """True when `path`, with symlinks resolved, stays under `root` (also resolved).
+
+    A path that cannot be resolved (a symlink loop) is not inside anything.
+    """
+    try:
+        real_root = root.resolve()
+        real = path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: symlink loop (Python < 3.13)
+        return False
     return real == real_root or real_root in real.parents
 
 

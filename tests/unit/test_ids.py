@@ -106,3 +106,13 @@ def test_is_inside_follows_symlinks(tmp_path: Path) -> None:
     # the root itself may be reached through a symlink
     (tmp_path / "root-link").symlink_to(root, target_is_directory=True)
     assert is_inside(tmp_path / "root-link", root / "a")
+
+
+def test_symlink_loops_are_not_inside_and_cannot_be_joined(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert not is_inside(tmp_path, tmp_path / "loop")
+    assert not is_inside(tmp_path, tmp_path / "a" / "x")
+    with pytest.raises(PathEscapeError):
+        safe_join(tmp_path, "loop")

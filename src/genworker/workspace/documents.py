@@ -53,9 +53,11 @@ def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode) and key.value == part:
-                return value
+                found: yaml.Node = value
+                return found
     if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-        return node.value[part]
+        item: yaml.Node = node.value[part]
+        return item
     return None
 
 
@@ -70,13 +72,18 @@ def read_markdown(path: Path, rel: str, *, require_front_matter: bool = True) ->
     offset = 0 if boundary is None else text.count("\n", 0, boundary.end())
     try:
         source, body = _YAML.split(text)
+    except ValueError:
+        raise WorkspaceError.single(rel, "front matter is not closed: end it with a '---' line", line=1) from None
+    try:
         data = yaml.load(source, Loader=_SafeLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = None if mark is None else mark.line + 1 + offset
         raise WorkspaceError.single(rel, f"invalid YAML: {exc.problem or exc}", line=line) from exc
-    except (yaml.YAMLError, ValueError) as exc:
+    except yaml.YAMLError as exc:
         raise WorkspaceError.single(rel, f"invalid front matter: {exc}") from exc
+    except RecursionError:
+        raise WorkspaceError.single(rel, "front matter is nested too deeply") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -117,7 +124,7 @@ def read_json(path: Path, rel: str) -> Document:
 
 def _read_text(path: Path, rel: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is not content
     except UnicodeDecodeError as exc:
         raise WorkspaceError.single(rel, f"not UTF-8 text: {exc.reason}") from exc
     except OSError as exc:
@@ -157,9 +164,10 @@ def _data_loc(raw: Any, loc: Sequence[str | int], *, keep_missing_key: bool) -> 
     out: list[str | int] = []
     node = raw
     for i, part in enumerate(loc):
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        present = (isinstance(node, Mapping) and part in node) or (
+            isinstance(node, list) and isinstance(part, int) and part < len(node)
+        )
+        if present:
             node = node[part]
         elif keep_missing_key and i == len(loc) - 1 and isinstance(node, Mapping):
             pass  # a missing key: keep it so the message names it

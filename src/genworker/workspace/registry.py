@@ -18,7 +18,12 @@ from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.scan import Collector, Scope
 from genworker.workspace.skills import effective_skills
 from genworker.workspace.snapshot import Skill, TenantState, Worker, WorkerFailure, frozen_map
-from genworker.workspace.tenant_loader import load_system_skills, load_tenant, load_tenant_worker
+from genworker.workspace.tenant_loader import (
+    default_worker_issues,
+    load_system_skills,
+    load_tenant,
+    load_tenant_worker,
+)
 
 __all__ = ["PRODUCT_SKILLS", "ReloadOutcome", "Summary", "WorkspaceRegistry"]
 
@@ -150,9 +155,24 @@ class WorkspaceRegistry:
             return ReloadOutcome(tenant_id, self._version, ok=False, errors=exc.issues)
         self._drop_stale(tenant_id)
         self._tenant_errors.pop(tenant_id, None)
+        previous = self._tenants.get(tenant_id) if keep_last_good else None
+        if previous is not None:
+            state = self._keep_last_good_workers(previous, state)
         self._tenants[tenant_id] = state
-        errors = tuple(i for i in state.issues if i.severity == "error")
-        return ReloadOutcome(tenant_id, self._version, ok=not errors and not state.failures, errors=errors)
+        errors = tuple(i for i in (*state.issues, *default_worker_issues(state)) if i.severity == "error")
+        failed = tuple(e for f in state.failures.values() for e in f.errors)
+        return ReloadOutcome(tenant_id, self._version, ok=not errors and not failed, errors=errors + failed)
+
+    def _keep_last_good_workers(self, previous: TenantState, state: TenantState) -> TenantState:
+        """A worker that loaded before and fails now keeps serving its last good version."""
+        workers = dict(state.workers)
+        failures = dict(state.failures)
+        for worker_id, failure in state.failures.items():
+            if worker_id in previous.workers:
+                workers[worker_id] = previous.workers[worker_id]
+                del failures[worker_id]
+                self._stale[f"{state.tenant_id}/{worker_id}"] = failure.errors
+        return replace(state, workers=frozen_map(workers), failures=frozen_map(failures))
 
     def _drop_stale(self, tenant_id: str) -> None:
         for target in [t for t in self._stale if t == tenant_id or t.startswith(f"{tenant_id}/")]:
@@ -205,6 +225,7 @@ class WorkspaceRegistry:
                 found.extend(errors)
             for state in self._tenants.values():
                 found.extend(state.issues)
+                found.extend(default_worker_issues(state))
                 for worker in state.workers.values():
                     found.extend(worker.warnings)
                 for failure in state.failures.values():
@@ -248,6 +269,7 @@ class WorkspaceRegistry:
                 tenants[tenant_id] = {
                     "status": "loaded",
                     "default_worker": state.tenant.default_worker,
+                    "issues": [i.as_dict() for i in (*state.issues, *default_worker_issues(state))],
                     "reload_errors": [i.as_dict() for i in self._stale.get(tenant_id, ())],
                     "workers": dict(sorted(workers.items())),
                 }

@@ -44,7 +44,7 @@ class Scope:
         for path in sorted(folder.iterdir()):
             if path.name.startswith("."):
                 continue
-            if (path.is_dir() if dirs else not path.is_dir() and path.name.endswith(suffix)):
+            if path.is_dir() if dirs else not path.is_dir() and path.name.endswith(suffix):
                 if not is_inside(self.root, path):
                     issues.error(self.rel(path), "refused: symlink leaves the workspace")
                     continue

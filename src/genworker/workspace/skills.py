@@ -34,7 +34,8 @@ def load_skill(scope: Scope, folder: Path, level: SkillLevel) -> tuple[Skill, li
         )
     declared = spec.settings.scope
     if declared is not None and declared != level:
-        warnings.append(Issue("warning", rel, f"declares scope {declared.value!r} but lives at {level.value!r} level", "metadata.genworker.scope"))
+        message = f"declares scope {declared.value!r} but lives at {level.value!r} level"
+        warnings.append(Issue("warning", rel, message, "metadata.genworker.scope"))
     return Skill(spec, level, rel, doc.body, frozen_map(blocks)), warnings
 
 

@@ -14,7 +14,7 @@ from genworker.workspace.skills import effective_skills, load_skills
 from genworker.workspace.snapshot import Skill, TenantState, Worker, WorkerFailure, frozen_map
 from genworker.workspace.worker_loader import load_worker
 
-__all__ = ["load_system_skills", "load_tenant", "load_tenant_worker"]
+__all__ = ["default_worker_issues", "load_system_skills", "load_tenant", "load_tenant_worker"]
 
 
 def load_system_skills(scope: Scope, product_skills: Path | None) -> tuple[Mapping[str, Skill], list[Issue]]:
@@ -39,7 +39,10 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
     issues.issues.extend(warnings)
     if tenant.tenant_id != folder.name:
         raise WorkspaceError.single(
-            doc.rel, f"tenant_id {tenant.tenant_id!r} must equal the folder name {folder.name!r}", "tenant_id", doc.line_of(["tenant_id"])
+            doc.rel,
+            f"tenant_id {tenant.tenant_id!r} must equal the folder name {folder.name!r}",
+            "tenant_id",
+            doc.line_of(["tenant_id"]),
         )
     skills = load_skills(scope, folder / "skills", SkillLevel.TENANT, issues)
     state = TenantState(tenant=tenant, skills=frozen_map(skills))
@@ -51,12 +54,21 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
             workers[result.worker_id] = result
         else:
             failures[result.worker_id] = result
-    if tenant.default_worker and tenant.default_worker not in workers and tenant.default_worker not in failures:
-        issues.error(doc.rel, f"default_worker {tenant.default_worker!r} has no folder under workers/", "default_worker", doc.line_of(["default_worker"]))
     return replace(state, workers=frozen_map(workers), failures=frozen_map(failures), issues=tuple(issues.issues))
 
 
-def load_tenant_worker(scope: Scope, state: TenantState, system_skills: Mapping[str, Skill], folder: Path, version: int) -> Worker | WorkerFailure:
+def default_worker_issues(state: TenantState) -> list[Issue]:
+    """Checked against the current workers, so adding or deleting a worker updates it."""
+    name = state.tenant.default_worker
+    if not name or name in state.workers or name in state.failures:
+        return []
+    rel = f"tenants/{state.tenant_id}/TENANT.json"
+    return [Issue("error", rel, f"default_worker {name!r} has no folder under workers/", "default_worker")]
+
+
+def load_tenant_worker(
+    scope: Scope, state: TenantState, system_skills: Mapping[str, Skill], folder: Path, version: int
+) -> Worker | WorkerFailure:
     inherited = effective_skills(system_skills, state.skills)
     try:
         worker, _ = load_worker(scope, state.tenant, folder, inherited)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from genworker.ids import is_inside
 from genworker.workspace.documents import Document, read_json, read_markdown, validate
@@ -25,14 +25,16 @@ from genworker.workspace.snapshot import Skill, Worker, frozen_map
 __all__ = ["DEFAULTS_FILE", "load_worker"]
 
 _PLATFORMS = {
-    name: field.annotation.__args__[0]  # `X | None` -> X
+    name: get_args(field.annotation)[0]  # `X | None` -> X
     for name, field in ChannelCredentials.model_fields.items()
 }
 
 DEFAULTS_FILE = "_defaults.md"
 
 
-def load_worker(scope: Scope, tenant: Tenant, folder: Path, inherited: Mapping[str, Skill]) -> tuple[Worker, list[Issue]]:
+def load_worker(
+    scope: Scope, tenant: Tenant, folder: Path, inherited: Mapping[str, Skill]
+) -> tuple[Worker, list[Issue]]:
     """Load the worker in `folder`; raise WorkspaceError listing every error found."""
     issues = Collector()
     persona_path = folder / "PERSONA.md"
@@ -52,7 +54,9 @@ def load_worker(scope: Scope, tenant: Tenant, folder: Path, inherited: Mapping[s
         )
     files: dict[str, str] = {"persona": persona_doc.rel}
     duties = _load_duties(scope, folder / "duties", issues, files)
-    goals = _load_by_id(scope, folder / "goals", issues, files, "goal", lambda doc: validate(Goal, doc, {**doc.data, "body": doc.body}))
+    goals = _load_by_id(
+        scope, folder / "goals", issues, files, "goal", lambda doc: validate(Goal, doc, {**doc.data, "body": doc.body})
+    )
     own_skills = load_skills(scope, folder / persona.skills_dir, SkillLevel.WORKER, issues)
     skills = effective_skills(inherited, own_skills)
     rules = _load_rules(scope, folder / "rules", issues, files)
@@ -82,6 +86,7 @@ def _load_duties(scope: Scope, folder: Path, issues: Collector, files: dict[str,
     shared: dict[str, Any] = {}
     defaults_path = folder / DEFAULTS_FILE
     if defaults_path.is_file():
+
         def read_defaults() -> tuple[Document, list[Issue]]:
             scope.check(defaults_path)
             return read_markdown(defaults_path, scope.rel(defaults_path)), []
@@ -97,17 +102,36 @@ def _load_duties(scope: Scope, folder: Path, issues: Collector, files: dict[str,
         local = own.get("duty_defaults") or {}
         if not isinstance(local, dict):
             raise WorkspaceError.single(doc.rel, "must be a mapping", "duty_defaults", doc.line_of(["duty_defaults"]))
+        ignored = [
+            Issue(
+                "warning",
+                doc.rel,
+                "not a field duties can default (ignored)",
+                f"duty_defaults.{key}",
+                doc.line_of(["duty_defaults", key]),
+            )
+            for key in sorted(local.keys() - DEFAULTABLE_FIELDS)
+        ]
         defaults = apply_defaults_deep(local, shared)
         data = apply_defaults(own, defaults)
         data["duty_defaults"] = defaults
         if doc.body:
             data["action"] = doc.body
-        return validate(DutySpec, doc, data)
+        duty, warnings = validate(DutySpec, doc, data)
+        return duty, ignored + warnings
 
     return _load_by_id(scope, folder, issues, files, "duty", load, skip={DEFAULTS_FILE})
 
 
-def _load_by_id(scope: Scope, folder: Path, issues: Collector, files: dict[str, str], kind: str, load: Any, skip: frozenset[str] | set[str] = frozenset()) -> dict[str, Any]:
+def _load_by_id(
+    scope: Scope,
+    folder: Path,
+    issues: Collector,
+    files: dict[str, str],
+    kind: str,
+    load: Any,
+    skip: frozenset[str] | set[str] = frozenset(),
+) -> dict[str, Any]:
     """Load every `*.md` of `folder` with `load(doc)`; ids must be unique across files."""
     loaded: dict[str, Any] = {}
     for path in scope.entries(folder, issues, suffix=".md"):
@@ -134,13 +158,18 @@ def _load_by_id(scope: Scope, folder: Path, issues: Collector, files: dict[str, 
 def _load_rules(scope: Scope, folder: Path, issues: Collector, files: dict[str, str]) -> list[Rule]:
     rules: list[Rule] = []
     for kind, sub in (("directive", "directives"), ("learned", "learned")):
+
         def load(doc: Document, kind: str = kind) -> tuple[Rule, list[Issue]]:
             stem = Path(doc.rel).stem
             return validate(Rule, doc, {"rule_id": stem, **doc.data, "kind": kind, "text": doc.body})
 
         for path in scope.entries(folder / sub, issues, suffix=".md"):
             rel = scope.rel(path)
-            rule = issues.attempt(lambda path=path, rel=rel, load=load: load(read_markdown(path, rel, require_front_matter=False)))  # type: ignore[misc]
+
+            def one(path: Path = path, rel: str = rel, load: Any = load) -> tuple[Rule, list[Issue]]:
+                return load(read_markdown(path, rel, require_front_matter=False))  # type: ignore[no-any-return]
+
+            rule = issues.attempt(one)
             if rule is None:
                 continue
             key = f"rule:{rule.rule_id}"
@@ -152,14 +181,25 @@ def _load_rules(scope: Scope, folder: Path, issues: Collector, files: dict[str, 
     return sorted(rules, key=lambda r: (-r.priority, r.rule_id))
 
 
-def _load_contacts(scope: Scope, folder: Path, persona: PersonaSpec, issues: Collector, files: dict[str, str]) -> dict[str, Contact]:
+def _load_contacts(
+    scope: Scope, folder: Path, persona: PersonaSpec, issues: Collector, files: dict[str, str]
+) -> dict[str, Contact]:
     contacts = {c.person_id: c for c in persona.contacts}
     for person_id in contacts:
         files[f"person:{person_id}"] = scope.rel(folder / "PERSONA.md")
     settings = persona.contact_settings
     root = folder / settings.workspace_root
     for sub in (settings.configured_dir, settings.discovered_dir):
-        contacts.update(_load_by_id(scope, root / sub, issues, files, "person", lambda doc: validate(Contact, doc, {"notes": doc.body, **doc.data})))
+        contacts.update(
+            _load_by_id(
+                scope,
+                root / sub,
+                issues,
+                files,
+                "person",
+                lambda doc: validate(Contact, doc, {"notes": doc.body, **doc.data}),
+            )
+        )
     index = root / settings.index_file
     if index.is_file():
         if is_inside(scope.root, index):
@@ -210,9 +250,22 @@ def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCre
     return creds
 
 
-def _check_references(persona_doc: Document, persona: PersonaSpec, duties: Mapping[str, DutySpec], goals: Mapping[str, Goal], skills: Mapping[str, Skill], issues: Collector, files: Mapping[str, str]) -> None:
+def _check_references(
+    persona_doc: Document,
+    persona: PersonaSpec,
+    duties: Mapping[str, DutySpec],
+    goals: Mapping[str, Goal],
+    skills: Mapping[str, Skill],
+    issues: Collector,
+    files: Mapping[str, str],
+) -> None:
     if persona.default_skill and persona.default_skill not in skills:
-        issues.error(persona_doc.rel, f"default_skill {persona.default_skill!r} is not a skill of this worker", "default_skill", persona_doc.line_of(["default_skill"]))
+        issues.error(
+            persona_doc.rel,
+            f"default_skill {persona.default_skill!r} is not a skill of this worker",
+            "default_skill",
+            persona_doc.line_of(["default_skill"]),
+        )
     for duty in duties.values():
         rel = files[f"duty:{duty.duty_id}"]
         for field in ("skill_id", "skill_hint"):

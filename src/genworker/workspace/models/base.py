@@ -36,7 +36,7 @@ class Model(BaseModel):
     open_extras: ClassVar[bool] = False  # True: extra keys are part of the format, not typos
 
     def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Self:
-        # Contents are immutable (and MappingProxyType cannot be deep-copied): share them.
+        # Field values are frozen (and MappingProxyType cannot be deep-copied): share them.
         return self.__copy__()
 
 

@@ -57,7 +57,7 @@ _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,#L-]+$")
 def _check_timezone(value: str) -> str:
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: e.g. "America" is a tzdata folder
         raise ValueError(f"unknown IANA time zone {value!r}") from None
     return value
 
@@ -88,8 +88,7 @@ class ScheduleTrigger(_Trigger):
         fields = value.split()
         if len(fields) not in (5, 6) or not all(_CRON_FIELD.match(f) for f in fields):
             raise ValueError(
-                f"cron {value!r} must have 5 fields (minute hour day month weekday), "
-                "optionally 6 with seconds first"
+                f"cron {value!r} must have 5 fields (minute hour day month weekday), optionally 6 with seconds first"
             )
         return value
 
@@ -134,9 +133,7 @@ class ExecutionPolicy(Model):
     default: ExecutionDepth = "execute"
     overrides: Annotated[
         Mapping[str, ExecutionDepth], AfterValidator(freeze), PlainSerializer(thaw, return_type=dict)
-    ] = Field(
-        default_factory=dict
-    )  # trigger id -> depth
+    ] = Field(default_factory=dict)  # trigger id -> depth
 
     def depth_for(self, trigger_id: str) -> ExecutionDepth:
         return self.overrides.get(trigger_id, self.default)

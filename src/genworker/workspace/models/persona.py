@@ -202,9 +202,7 @@ class PersonaSpec(Model):
     )
     mounts: tuple[Mount, ...] = ()
     channels: tuple[Channel, ...] = ()
-    contacts: tuple[Contact, ...] = Field(
-        default=(), validation_alias=AliasChoices("contacts", "configured_contacts")
-    )
+    contacts: tuple[Contact, ...] = Field(default=(), validation_alias=AliasChoices("contacts", "configured_contacts"))
     contact_settings: ContactSettings = Field(
         default=ContactSettings(), validation_alias=AliasChoices("contact_settings", "contacts_config")
     )

@@ -6,15 +6,22 @@ Front matter is optional; without it the file name is the rule id and the body t
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from genworker.workspace.models.base import Model, StrTuple, WorkspaceId
 
 __all__ = ["Rule", "RuleKind"]
 
 RuleKind = Literal["directive", "learned"]
+
+
+def _aware(value: Any) -> Any:
+    """A timestamp written without a zone is read as UTC (naive datetimes do not compare)."""
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)
+    return value
 
 
 class Rule(Model):
@@ -26,5 +33,5 @@ class Rule(Model):
     scope: StrTuple = ()
     source: str = ""
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    created_at: dt.datetime | dt.date | None = None
+    created_at: Annotated[dt.date | dt.datetime, AfterValidator(_aware)] | None = None
     text: str = Field(default="", exclude=True)

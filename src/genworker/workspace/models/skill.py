@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from genworker.workspace.models.base import JsonMap, Model, StrTuple, unique_ids
 
@@ -143,21 +143,24 @@ class Metadata(Model):
     genworker: SkillMeta = SkillMeta()
 
 
+def _split_spaces(value: object) -> object:
+    """Agent Skills writes `allowed-tools` as one space-separated string; a list works too."""
+    return tuple(value.split()) if isinstance(value, str) else value
+
+
 class SkillSpec(Model):
     name: str = Field(max_length=64)
     description: str = Field(min_length=1, max_length=1024)
     version: str | None = None
     license: str | None = None
     compatibility: str | None = None
-    allowed_tools: StrTuple = Field(default=(), alias="allowed-tools")
+    allowed_tools: Annotated[tuple[str, ...], BeforeValidator(_split_spaces)] = Field(default=(), alias="allowed-tools")
     metadata: Metadata = Metadata()
 
     @model_validator(mode="after")
     def _name_shape(self) -> SkillSpec:
         if not SKILL_NAME.match(self.name):
-            raise ValueError(
-                f"name {self.name!r} must be lowercase letters, digits and single hyphens"
-            )
+            raise ValueError(f"name {self.name!r} must be lowercase letters, digits and single hyphens")
         return self
 
     @property
