@@ -1,20 +1,37 @@
 """Where the model configuration comes from: environment variables or configs/litellm_local.json.
 
-This is the one seam for non-local environments: a provider injected at start-up replaces
-`detect_model_config`.
+This is the one seam for non-local environments: a provider injected at start-up
+(`ModelConfigProvider`) replaces `load_model_config`.
+
+Environment (one step): GENWORKER_LLM_MODEL / _API_BASE / _API_KEY serve every tier;
+GENWORKER_LLM_<TIER>_MODEL / _API_BASE / _API_KEY override one tier.
+File: a LiteLLM Router `model_list` whose `model_name`s are the tier groups, plus an optional
+`tier_aliases` {tier: group} when the groups are named differently.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
+from genworker.llm.intent import Tier
 from genworker.settings import Settings
 
-__all__ = ["TIERS", "ModelConfigState", "detect_model_config"]
+__all__ = [
+    "LITELLM_FILE",
+    "TIERS",
+    "ModelConfig",
+    "ModelConfigProvider",
+    "ModelConfigState",
+    "detect_model_config",
+    "load_model_config",
+]
 
-TIERS = ("fast", "standard", "strong", "reasoning")
+TIERS = tuple(t.value for t in Tier)
 LITELLM_FILE = "litellm_local.json"
 
 
@@ -26,41 +43,108 @@ class ModelConfigState:
     error: bool = False  # a configuration exists but is unusable
 
 
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    state: ModelConfigState
+    model_list: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
+    tier_groups: Mapping[Tier, str] = field(default_factory=lambda: MappingProxyType({}))
+    timeout_s: float = 60.0
+
+
+ModelConfigProvider = Callable[[Settings], ModelConfig]
+
+
 def detect_model_config(settings: Settings) -> ModelConfigState:
-    env_keys = ["GENWORKER_LLM_MODEL", *(f"GENWORKER_LLM_{t.upper()}_MODEL" for t in TIERS)]
-    if any(settings.get(key) for key in env_keys):
-        return ModelConfigState(True, "environment")
+    return load_model_config(settings).state
+
+
+def load_model_config(settings: Settings) -> ModelConfig:
+    timeout = float(settings.get("GENWORKER_LLM_TIMEOUT", "60") or 60)
+    if any(settings.get(f"GENWORKER_LLM{_tier_part(t)}_MODEL") for t in (None, *Tier)):
+        return _from_env(settings, timeout)
     path = settings.configs_dir / LITELLM_FILE
     if path.is_file():
-        return _from_file(path)
-    return ModelConfigState(
-        False,
-        "",
+        return _from_file(path, timeout)
+    reason = (
         f"no model configured: set GENWORKER_LLM_MODEL (and GENWORKER_LLM_API_KEY) in "
-        f"{settings.configs_dir / 'config_local.env'}, or copy {path}.example to {path}",
+        f"{settings.configs_dir / 'config_local.env'}, or copy {path}.example to {path}"
     )
+    return ModelConfig(ModelConfigState(False, "", reason))
 
 
-def _from_file(path: Path) -> ModelConfigState:
+def _tier_part(tier: Tier | None) -> str:
+    return "" if tier is None else f"_{tier.value.upper()}"
+
+
+def _from_env(settings: Settings, timeout: float) -> ModelConfig:
+    model_list: list[dict[str, Any]] = []
+    for tier in Tier:
+
+        def pick(name: str, tier: Tier = tier) -> str | None:
+            return settings.get(f"GENWORKER_LLM{_tier_part(tier)}_{name}") or settings.get(f"GENWORKER_LLM_{name}")
+
+        model = pick("MODEL")
+        if not model:
+            continue
+        params: dict[str, Any] = {"model": model, "timeout": timeout}
+        if base := pick("API_BASE"):
+            params["api_base"] = base
+        if key := pick("API_KEY"):
+            params["api_key"] = key
+        model_list.append({"model_name": tier.value, "litellm_params": params})
+    groups = {Tier(str(m["model_name"])): str(m["model_name"]) for m in model_list}
+    return ModelConfig(ModelConfigState(True, "environment"), tuple(model_list), MappingProxyType(groups), timeout)
+
+
+def _from_file(path: Path, timeout: float) -> ModelConfig:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        return ModelConfigState(False, str(path), f"{path}:{exc.lineno}: invalid JSON: {exc.msg}", error=True)
+        return _broken(path, f"{path}:{exc.lineno}: invalid JSON: {exc.msg}")
     except OSError as exc:
-        return ModelConfigState(False, str(path), f"{path}: cannot read: {exc.strerror}", error=True)
+        return _broken(path, f"{path}: cannot read: {exc.strerror}")
+    try:
+        models = _check_model_list(data)
+        groups = _tier_groups(data, {str(m["model_name"]) for m in models})
+    except ValueError as exc:
+        return _broken(path, f"{path}: {exc}")
+    return ModelConfig(ModelConfigState(True, str(path)), tuple(models), MappingProxyType(groups), timeout)
+
+
+def _broken(path: Path, reason: str) -> ModelConfig:
+    return ModelConfig(ModelConfigState(False, str(path), reason, error=True))
+
+
+def _check_model_list(data: Any) -> list[dict[str, Any]]:
     models = data.get("model_list") if isinstance(data, dict) else None
     if not isinstance(models, list) or not models:
-        return ModelConfigState(False, str(path), f"{path}: model_list must be a non-empty list", error=True)
+        raise ValueError("model_list must be a non-empty list")
     for index, entry in enumerate(models):
         if (
             not isinstance(entry, dict)
             or not entry.get("model_name")
             or not isinstance(entry.get("litellm_params"), dict)
         ):
-            return ModelConfigState(
-                False,
-                str(path),
-                f"{path}: model_list[{index}] needs model_name and litellm_params",
-                error=True,
-            )
-    return ModelConfigState(True, str(path))
+            raise ValueError(f"model_list[{index}] needs model_name and litellm_params")
+        if not entry["litellm_params"].get("model"):
+            raise ValueError(f"model_list[{index}].litellm_params.model is required")
+    return models
+
+
+def _tier_groups(data: dict[str, Any], names: set[str]) -> dict[Tier, str]:
+    aliases = data.get("tier_aliases") or {}
+    if not isinstance(aliases, dict):
+        raise ValueError("tier_aliases must be an object {tier: model group}")
+    unknown = sorted(set(aliases) - set(TIERS))
+    if unknown:
+        raise ValueError(f"tier_aliases: unknown tiers {unknown} (use {', '.join(TIERS)})")
+    groups: dict[Tier, str] = {}
+    for tier in Tier:
+        group = str(aliases.get(tier.value, tier.value))
+        if group in names:
+            groups[tier] = group
+        elif tier.value in aliases:
+            raise ValueError(f"tier_aliases.{tier.value}: no model group named {group!r} in model_list")
+    if not groups:
+        raise ValueError(f"no model group is named after a tier ({', '.join(TIERS)}); add tier_aliases")
+    return groups

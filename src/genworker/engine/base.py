@@ -1,0 +1,101 @@
+"""What every engine receives and returns, and the tagged outcome of one loop step."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from genworker.llm.client import LLMCallRecord, LLMClient
+from genworker.llm.intent import Purpose
+from genworker.tools.base import ToolCall, ToolSpec
+from genworker.tools.context import Caller, ToolScope
+from genworker.tools.outcomes import ToolOutcome
+from genworker.workspace.snapshot import Skill
+
+__all__ = [
+    "EngineDeps",
+    "EngineRequest",
+    "FinalOutput",
+    "Interrupted",
+    "NeedsApproval",
+    "RunAgain",
+    "RunResult",
+    "RunStatus",
+    "StepOutcome",
+    "ToolRunner",
+]
+
+Message = Mapping[str, Any]
+
+
+class ToolRunner(Protocol):
+    """The part of the ToolPipeline engines use."""
+
+    def visible(self, scope: ToolScope) -> list[ToolSpec]: ...
+
+    async def execute(self, scope: ToolScope, call: ToolCall, caller: Caller = "llm") -> ToolOutcome: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EngineRequest:
+    run_id: str
+    skill: Skill
+    task: str  # the user's request / the task text
+    scope: ToolScope
+    system: str = ""  # assembled system prompt (identity, rules, ...)
+    history: tuple[Message, ...] = ()
+    purpose: Purpose = Purpose.TASK
+
+
+@dataclass(frozen=True, slots=True)
+class EngineDeps:
+    llm: LLMClient
+    tools: ToolRunner
+
+
+# -- one step of a loop ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunAgain:
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FinalOutput:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupted:
+    reason: Literal["max_turns_exceeded", "condition_stopped"]
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsApproval:
+    call: ToolCall
+    reason: str
+
+
+StepOutcome = RunAgain | FinalOutput | Interrupted | NeedsApproval
+
+
+# -- the whole run ------------------------------------------------------------------
+
+RunStatus = Literal["completed", "max_turns_exceeded", "approval_required", "condition_stopped", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    status: RunStatus
+    output: str = ""
+    engine: str = ""
+    error_code: str = ""
+    error: str = ""
+    llm_calls: tuple[LLMCallRecord, ...] = ()
+    tool_calls: int = 0
+    pending_approval: ToolCall | None = None
+    fallback: Mapping[str, str] = field(default_factory=dict)  # {"from", "to", "reason"} when used
+    step_outputs: Mapping[str, Any] = field(default_factory=dict)

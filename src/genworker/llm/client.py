@@ -1,0 +1,305 @@
+"""LLMClient: intent -> tier -> LiteLLM Router model group, with the fallback chain.
+
+Fallback runs reasoning -> strong -> standard -> fast over the configured groups, on
+429, 5xx, timeouts and connection errors — before the first streamed token only; after
+it, a failure is an error of this call. Every call produces one `LLMCallRecord`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+import litellm
+from litellm import exceptions as llm_errors
+from litellm.router import Router
+
+from genworker.llm.config_source import ModelConfig
+from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
+from genworker.llm.intent import LLMCallIntent, Tier
+from genworker.llm.routing_policy import TableRoutingPolicy
+
+__all__ = [
+    "Completion",
+    "LLMCallRecord",
+    "LLMClient",
+    "ModelToolCall",
+    "StreamDone",
+    "StreamEvent",
+    "TextChunk",
+    "ToolCallChunk",
+    "recording",
+]
+
+_RECORDING: ContextVar[list[LLMCallRecord] | None] = ContextVar("genworker_llm_calls", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[LLMCallRecord]]:
+    """Collect the records of every model call made in this context (tasks included)."""
+    calls: list[LLMCallRecord] = []
+    token = _RECORDING.set(calls)
+    try:
+        yield calls
+    finally:
+        _RECORDING.reset(token)
+
+
+litellm.telemetry = False
+litellm.suppress_debug_info = True
+
+_FALLBACK_ERRORS: tuple[tuple[type[Exception], ProviderErrorKind], ...] = (
+    (llm_errors.RateLimitError, "rate_limited"),
+    (llm_errors.Timeout, "timeout"),
+    (llm_errors.APIConnectionError, "connection"),
+    (llm_errors.InternalServerError, "server_error"),
+    (llm_errors.ServiceUnavailableError, "server_error"),
+    (llm_errors.BadGatewayError, "server_error"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LLMCallRecord:
+    purpose: str
+    tier: str
+    requested_group: str
+    actual_model: str
+    latency_ms: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = None
+    fallbacks: tuple[str, ...] = ()  # "group: error" for each group tried before this one
+    stream: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelToolCall:
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    text: str
+    tool_calls: tuple[ModelToolCall, ...]
+    finish_reason: str
+    record: LLMCallRecord
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    index: int
+    id: str | None
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class StreamDone:
+    completion: Completion
+
+
+StreamEvent = TextChunk | ToolCallChunk | StreamDone
+
+
+@dataclass
+class _Accumulator:
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, str]] = field(default_factory=dict)
+    finish_reason: str = "stop"
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, chunk: Any) -> list[TextChunk | ToolCallChunk]:
+        out: list[TextChunk | ToolCallChunk] = []
+        self.model = getattr(chunk, "model", None) or self.model
+        usage = getattr(chunk, "usage", None)
+        if usage:
+            self.prompt_tokens = usage.prompt_tokens or self.prompt_tokens
+            self.completion_tokens = usage.completion_tokens or self.completion_tokens
+        for choice in chunk.choices or ():
+            delta = choice.delta
+            if getattr(delta, "content", None):
+                self.text.append(delta.content)
+                out.append(TextChunk(delta.content))
+            for call in getattr(delta, "tool_calls", None) or ():
+                slot = self.calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                name = call.function.name if call.function else None
+                args = (call.function.arguments if call.function else None) or ""
+                slot["id"] = call.id or slot["id"]
+                slot["name"] = name or slot["name"]
+                slot["arguments"] += args
+                out.append(ToolCallChunk(call.index, call.id, name, args))
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+        return out
+
+    def tool_calls(self) -> tuple[ModelToolCall, ...]:
+        return tuple(ModelToolCall(c["id"], c["name"], c["arguments"]) for _, c in sorted(self.calls.items()))
+
+
+class LLMClient:
+    def __init__(
+        self,
+        config: ModelConfig,
+        policy: TableRoutingPolicy | None = None,
+        recorder: Callable[[LLMCallRecord], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.policy = policy or TableRoutingPolicy()
+        self.recorder = recorder
+        self._router = (
+            Router(model_list=[dict(m) for m in config.model_list], num_retries=0, disable_cooldowns=True)
+            if config.state.configured
+            else None
+        )
+
+    @property
+    def configured(self) -> bool:
+        return self._router is not None
+
+    def _groups(self, intent: LLMCallIntent) -> tuple[Tier, list[str]]:
+        if self._router is None:
+            raise ModelNotConfiguredError(self.config.state.reason)
+        tier = self.policy.tier_for(intent)
+        chain = [t for t in self.policy.chain_from(tier) if t in self.config.tier_groups]
+        if not chain:  # only lower-precedence tiers missing: climb to any configured group
+            chain = [t for t in Tier if t in self.config.tier_groups]
+        groups = list(dict.fromkeys(self.config.tier_groups[t] for t in chain))
+        return tier, groups
+
+    async def complete(
+        self,
+        intent: LLMCallIntent,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> Completion:
+        completion: Completion | None = None
+        async for event in self.stream(intent, messages, tools):
+            if isinstance(event, StreamDone):
+                completion = event.completion
+        assert completion is not None
+        return completion
+
+    async def stream(
+        self,
+        intent: LLMCallIntent,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        tier, groups = self._groups(intent)
+        assert self._router is not None
+        failed: list[str] = []
+        kwargs: dict[str, Any] = {"messages": list(messages), "stream": True, "stream_options": {"include_usage": True}}
+        kwargs["timeout"] = self.config.timeout_s
+        if tools:
+            kwargs["tools"] = list(tools)
+        for group in groups:
+            started = time.perf_counter()
+            try:
+                response = await self._router.acompletion(model=group, **kwargs)
+                iterator = response.__aiter__()
+                first = await iterator.__anext__()
+            except StopAsyncIteration:
+                first = None
+            except Exception as exc:
+                kind = self._kind(exc)
+                if kind is None:
+                    self._record(intent, tier, group, started, failed, error=str(exc))
+                    raise self._final_error(exc, (*failed, group)) from exc
+                failed.append(f"{group}: {kind}")
+                continue
+            acc = _Accumulator()
+            try:
+                if first is not None:
+                    for event in acc.add(first):
+                        yield event
+                async for chunk in iterator:
+                    for event in acc.add(chunk):
+                        yield event
+            except Exception as exc:
+                self._record(intent, tier, group, started, failed, error=f"stream broke: {exc}")
+                raise ProviderError(
+                    self._kind(exc) or "other", f"the model stream broke: {exc}", tried=(*failed, group)
+                ) from exc
+            record = self._record(intent, tier, group, started, failed, acc=acc)
+            yield StreamDone(Completion("".join(acc.text), acc.tool_calls(), acc.finish_reason, record))
+            return
+        self._record(intent, tier, groups[-1], time.perf_counter(), failed, error="all model groups failed")
+        raise ProviderError(
+            "rate_limited" if all("rate_limited" in f for f in failed) else "server_error",
+            f"every model in the fallback chain failed: {', '.join(failed)}",
+            tried=tuple(failed),
+        )
+
+    @staticmethod
+    def _kind(exc: Exception) -> ProviderErrorKind | None:
+        for error_type, kind in _FALLBACK_ERRORS:
+            if isinstance(exc, error_type):
+                return kind
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int) and status >= 500:
+            return "server_error"
+        return None
+
+    @staticmethod
+    def _final_error(exc: Exception, tried: tuple[str, ...]) -> ProviderError:
+        if isinstance(exc, llm_errors.ContextWindowExceededError):
+            return ContextOverflowError(str(exc), tried=tried)
+        if isinstance(exc, llm_errors.AuthenticationError):
+            return ProviderError("auth", f"the model provider rejected the credentials: {exc}", tried=tried)
+        if isinstance(exc, llm_errors.BadRequestError):
+            return ProviderError("bad_request", f"the model provider rejected the request: {exc}", tried=tried)
+        return ProviderError("other", f"model call failed: {exc}", tried=tried)
+
+    def _record(
+        self,
+        intent: LLMCallIntent,
+        tier: Tier,
+        group: str,
+        started: float,
+        failed: list[str],
+        *,
+        acc: _Accumulator | None = None,
+        error: str | None = None,
+    ) -> LLMCallRecord:
+        cost = None
+        if acc is not None and acc.model:
+            try:
+                prompt_cost, completion_cost = litellm.cost_per_token(
+                    model=acc.model, prompt_tokens=acc.prompt_tokens, completion_tokens=acc.completion_tokens
+                )
+                cost = prompt_cost + completion_cost
+            except Exception:  # unknown model: LiteLLM has no price for it
+                cost = None
+        record = LLMCallRecord(
+            purpose=intent.purpose.value,
+            tier=tier.value,
+            requested_group=group,
+            actual_model=acc.model if acc else "",
+            latency_ms=round((time.perf_counter() - started) * 1000, 2),
+            prompt_tokens=acc.prompt_tokens if acc else 0,
+            completion_tokens=acc.completion_tokens if acc else 0,
+            cost_usd=cost,
+            fallbacks=tuple(failed),
+            stream=True,
+            error=error,
+        )
+        if self.recorder is not None:
+            self.recorder(record)
+        calls = _RECORDING.get()
+        if calls is not None:
+            calls.append(record)
+        return record

@@ -1,0 +1,226 @@
+"""ScriptedModelServer: a real local OpenAI-compatible HTTP server answering from a script.
+
+Tests reach it through LiteLLM exactly like a provider. Every request is recorded; a request
+with no step left, or steps left at the end (`assert_done`), fails the test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import socket
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+__all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply"]
+
+
+@dataclass(frozen=True)
+class ToolCallReply:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    tool_calls: tuple[ToolCallReply, ...] = ()
+    prompt_tokens: int = 10
+    completion_tokens: int = 5
+    check: Callable[[dict[str, Any]], None] | None = None  # assertions on the request body
+
+
+@dataclass(frozen=True)
+class Fail:
+    status: int
+    message: str = "scripted failure"
+
+
+@dataclass(frozen=True)
+class Hang:
+    """Never answer (until the server stops): the client's timeout must fire."""
+
+
+Step = Reply | Fail | Hang
+
+
+class ScriptedModelServer:
+    def __init__(self) -> None:
+        self._steps: deque[Step] = deque()
+        self.requests: list[dict[str, Any]] = []
+        self.unexpected: list[dict[str, Any]] = []
+        self.failures: list[str] = []
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._started = threading.Event()
+        self._release: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self.port = 0
+
+    # -- script ------------------------------------------------------------------
+
+    def expect(self, *steps: Step) -> ScriptedModelServer:
+        with self._lock:
+            self._steps.extend(steps)
+        return self
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def assert_done(self) -> None:
+        with self._lock:
+            left = list(self._steps)
+        problems = []
+        if left:
+            problems.append(f"{len(left)} scripted model steps were never requested: {left}")
+        if self.unexpected:
+            problems.append(f"{len(self.unexpected)} model requests had no scripted step")
+        problems.extend(self.failures)
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def start(self) -> ScriptedModelServer:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        routes = [
+            Route("/v1/chat/completions", self._completions, methods=["POST"]),
+            Route("/chat/completions", self._completions, methods=["POST"]),
+        ]
+        app = Starlette(routes=routes, lifespan=self._lifespan)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="scripted-model", daemon=True)
+        self._thread.start()
+        if not self._started.wait(30):
+            raise RuntimeError("scripted model server did not start")
+        return self
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        self._loop = asyncio.get_running_loop()
+        self._release = asyncio.Event()
+        self._started.set()
+        yield
+
+    def stop(self) -> None:
+        if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP --------------------------------------------------------------------
+
+    async def _completions(self, request: Request) -> Response:
+        body = await request.json()
+        with self._lock:
+            self.requests.append(body)
+            step = self._steps.popleft() if self._steps else None
+        if step is None:
+            self.unexpected.append(body)
+            return JSONResponse({"error": {"message": "no scripted step left", "type": "test_error"}}, status_code=500)
+        match step:
+            case Fail(status=status, message=message):
+                kind = "rate_limit_exceeded" if status == 429 else "server_error"
+                return JSONResponse({"error": {"message": message, "type": kind, "code": kind}}, status_code=status)
+            case Hang():
+                assert self._release is not None
+                await self._release.wait()
+                return JSONResponse({"error": {"message": "released"}}, status_code=503)
+            case Reply():
+                if step.check is not None:
+                    try:
+                        step.check(body)
+                    except AssertionError as exc:
+                        self.failures.append(f"request {len(self.requests)}: {exc}")
+                if body.get("stream"):
+                    return StreamingResponse(self._stream(body, step), media_type="text/event-stream")
+                return JSONResponse(self._completion(body, step))
+
+    def _tool_calls(self, step: Reply) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": call.id or f"call_{next(self._ids)}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": json.dumps(call.arguments)},
+            }
+            for call in step.tool_calls
+        ]
+
+    def _usage(self, step: Reply) -> dict[str, int]:
+        total = step.prompt_tokens + step.completion_tokens
+        return {"prompt_tokens": step.prompt_tokens, "completion_tokens": step.completion_tokens, "total_tokens": total}
+
+    def _completion(self, body: dict[str, Any], step: Reply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": step.text or None}
+        if step.tool_calls:
+            message["tool_calls"] = self._tool_calls(step)
+        return {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if step.tool_calls else "stop"}],
+            "usage": self._usage(step),
+        }
+
+    async def _stream(self, body: dict[str, Any], step: Reply) -> AsyncIterator[str]:
+        base = {
+            "id": f"chatcmpl-{next(self._ids)}",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": body.get("model", "scripted"),
+        }
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            return (
+                "data: "
+                + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+                + "\n\n"
+            )
+
+        yield chunk({"role": "assistant", "content": ""})
+        words = step.text.split(" ") if step.text else []
+        for i, word in enumerate(words):
+            yield chunk({"content": word if i == 0 else " " + word})
+        for index, call in enumerate(self._tool_calls(step)):
+            args = call["function"]["arguments"]
+            head = {
+                "index": index,
+                "id": call["id"],
+                "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""},
+            }
+            yield chunk({"tool_calls": [head]})
+            half = len(args) // 2
+            for piece in (args[:half], args[half:]):
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+        yield chunk({}, "tool_calls" if step.tool_calls else "stop")
+        if (body.get("stream_options") or {}).get("include_usage"):
+            yield "data: " + json.dumps({**base, "choices": [], "usage": self._usage(step)}) + "\n\n"
+        yield "data: [DONE]\n\n"

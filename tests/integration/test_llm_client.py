@@ -1,0 +1,143 @@
+"""The model layer through real LiteLLM over HTTP to the scripted local model server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genworker.llm.client import LLMClient, StreamDone, TextChunk, ToolCallChunk, recording
+from genworker.llm.config_source import load_model_config
+from genworker.llm.errors import ModelNotConfiguredError, ProviderError
+from genworker.llm.intent import LLMCallIntent, Purpose
+from genworker.settings import load_settings
+from genworker.testing import Fail, Hang, Reply, ScriptedModelServer, ToolCallReply
+
+pytestmark = pytest.mark.anyio
+HI = [{"role": "user", "content": "hi"}]
+
+
+def client_for(tmp_path: Path, server: ScriptedModelServer, **env: str) -> LLMClient:
+    base = {
+        "GENWORKER_LLM_MODEL": "openai/scripted-standard",
+        "GENWORKER_LLM_API_BASE": server.base_url,
+        "GENWORKER_LLM_API_KEY": "test-key",
+        **env,
+    }
+    return LLMClient(load_model_config(load_settings(tmp_path, base)))
+
+
+async def test_completion_records_purpose_tier_group_model_and_tokens(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("hello", prompt_tokens=7, completion_tokens=3))
+    client = client_for(tmp_path, model_server, GENWORKER_LLM_FAST_MODEL="openai/scripted-fast")
+    with recording() as calls:
+        completion = await client.complete(LLMCallIntent(Purpose.SUMMARIZE), HI)
+    assert completion.text == "hello"
+    record = completion.record
+    assert (record.purpose, record.tier, record.requested_group) == ("summarize", "fast", "fast")
+    assert record.actual_model == "scripted-fast"
+    assert (record.prompt_tokens, record.completion_tokens) == (7, 3)
+    assert record.latency_ms > 0 and record.fallbacks == ()
+    assert calls == [record]
+    assert model_server.requests[0]["model"] == "scripted-fast"
+
+
+async def test_fast_with_tools_is_raised_to_standard(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Reply("ok"))
+    client = client_for(tmp_path, model_server, GENWORKER_LLM_FAST_MODEL="openai/scripted-fast")
+    completion = await client.complete(LLMCallIntent(Purpose.CLASSIFY, requires_tools=True), HI)
+    assert completion.record.tier == "standard"
+    assert model_server.requests[0]["model"] == "scripted-standard"
+
+
+@pytest.mark.parametrize("failure", [Fail(429, "slow down"), Fail(500), Fail(503), Fail(502)])
+async def test_fallback_to_the_next_tier_on_429_and_5xx(
+    tmp_path: Path, model_server: ScriptedModelServer, failure: Fail
+) -> None:
+    model_server.expect(failure, Reply("from strong"))
+    client = client_for(tmp_path, model_server, GENWORKER_LLM_REASONING_MODEL="openai/scripted-reasoning")
+    completion = await client.complete(LLMCallIntent(Purpose.REASON), HI)
+    assert completion.text == "from strong"
+    assert completion.record.requested_group == "strong"
+    assert completion.record.fallbacks[0].startswith("reasoning: ")
+    assert [r["model"] for r in model_server.requests] == ["scripted-reasoning", "scripted-standard"]
+
+
+async def test_fallback_on_timeout(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Hang(), Reply("after timeout"))
+    client = client_for(tmp_path, model_server, GENWORKER_LLM_TIMEOUT="1")
+    completion = await client.complete(LLMCallIntent(Purpose.PLAN), HI)
+    assert completion.text == "after timeout"
+    assert completion.record.fallbacks == ("strong: timeout",)
+
+
+async def test_every_tier_failing_is_an_error_not_content(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Fail(429), Fail(429), Fail(429), Fail(429))
+    client = client_for(tmp_path, model_server)
+    with pytest.raises(ProviderError) as caught:
+        await client.complete(LLMCallIntent(Purpose.REASON), HI)
+    assert caught.value.kind == "rate_limited"
+    assert len(caught.value.tried) == 4
+
+
+async def test_bad_request_does_not_fall_back(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Fail(400, "bad tools"))
+    client = client_for(tmp_path, model_server)
+    with pytest.raises(ProviderError) as caught:
+        await client.complete(LLMCallIntent(Purpose.REASON), HI)
+    assert caught.value.kind == "bad_request"
+
+
+async def test_streaming_text_and_tool_calls(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Reply("one two three"), Reply(tool_calls=(ToolCallReply("file_read", {"path": "a.md"}, "c1"),)))
+    client = client_for(tmp_path, model_server)
+    events: list[Any] = [e async for e in client.stream(LLMCallIntent(Purpose.CHAT), HI)]
+    assert "".join(e.text for e in events if isinstance(e, TextChunk)) == "one two three"
+    assert len([e for e in events if isinstance(e, TextChunk)]) == 3
+    tools = [
+        {"type": "function", "function": {"name": "file_read", "parameters": {"type": "object", "properties": {}}}}
+    ]
+    events = [e async for e in client.stream(LLMCallIntent(Purpose.TASK), HI, tools)]
+    chunks = [e for e in events if isinstance(e, ToolCallChunk)]
+    assert chunks[0].id == "c1" and chunks[0].name == "file_read"
+    done = events[-1]
+    assert isinstance(done, StreamDone)
+    assert done.completion.tool_calls[0].arguments == '{"path": "a.md"}'
+    assert model_server.requests[1]["tools"][0]["function"]["name"] == "file_read"
+
+
+async def test_no_model_configured_names_the_files(tmp_path: Path) -> None:
+    client = LLMClient(load_model_config(load_settings(tmp_path, {})))
+    assert not client.configured
+    with pytest.raises(ModelNotConfiguredError, match=r"config_local\.env.*litellm_local\.json"):
+        await client.complete(LLMCallIntent(Purpose.CHAT), HI)
+
+
+async def test_litellm_file_with_tier_aliases(tmp_path: Path, model_server: ScriptedModelServer) -> None:
+    (tmp_path / "litellm_local.json").write_text(
+        '{"model_list": [{"model_name": "cheap", "litellm_params": {"model": "openai/from-file", '
+        f'"api_base": "{model_server.base_url}", "api_key": "k"}}}}], "tier_aliases": {{"fast": "cheap"}}}}',
+        encoding="utf-8",
+    )
+    config = load_model_config(load_settings(tmp_path, {}))
+    assert config.state.configured, config.state.reason
+    model_server.expect(Reply("file ok"))
+    completion = await LLMClient(config).complete(LLMCallIntent(Purpose.REASON), HI)  # only fast exists
+    assert completion.text == "file ok" and completion.record.requested_group == "cheap"
+
+
+def test_litellm_file_errors_are_named(tmp_path: Path) -> None:
+    path = tmp_path / "litellm_local.json"
+    path.write_text(
+        '{"model_list": [{"model_name": "fast", "litellm_params": {"model": "x"}}], "tier_aliases": {"turbo": "fast"}}',
+        encoding="utf-8",
+    )
+    state = load_model_config(load_settings(tmp_path, {})).state
+    assert state.error and "tier_aliases: unknown tiers ['turbo']" in state.reason
+    path.write_text('{"model_list": [{"model_name": "fast", "litellm_params": {}}]}', encoding="utf-8")
+    assert (
+        "model_list[0].litellm_params.model is required" in load_model_config(load_settings(tmp_path, {})).state.reason
+    )
