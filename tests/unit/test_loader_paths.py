@@ -87,7 +87,7 @@ def test_skills_dir_symlinked_outside_is_refused(ws, outside: Path) -> None:
     ws.skill(str(outside / "skills" / "stolen"))
     (ws.worker_dir() / "skills").symlink_to(outside / "skills", target_is_directory=True)
     (issue,) = ws.worker_errors()
-    assert (issue.file, issue.message) == ("tenants/acme/workers/w/skills/stolen", REFUSED)
+    assert (issue.file, issue.message) == ("tenants/acme/workers/w/skills", REFUSED)  # the folder itself
 
 
 def test_tenant_json_symlinked_outside_fails_the_tenant(ws, outside: Path) -> None:

@@ -7,6 +7,7 @@ YAML again only when there is something to report, so the clean path parses once
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,7 +17,6 @@ from typing import Any, TypeVar
 import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import AliasChoices, BaseModel, ValidationError
-from pydantic.fields import FieldInfo
 
 from genworker.workspace.errors import Issue, WorkspaceError
 
@@ -89,7 +89,7 @@ def read_markdown(path: Path, rel: str, *, require_front_matter: bool = True) ->
     if not isinstance(data, dict):
         raise WorkspaceError.single(rel, f"front matter must be a mapping, got {type(data).__name__}")
     try:
-        cyclic = _has_cycle(data, set(), set())
+        cyclic = "&" in source and _has_cycle(data, set(), set())  # only YAML anchors can make cycles
     except RecursionError:
         cyclic = True
     if cyclic:
@@ -191,26 +191,39 @@ def unknown_fields(
 
     `raw` (the data `obj` came from) names aliased fields the way the file spells them.
     """
-    if not getattr(type(obj), "open_extras", False):
+    cls = type(obj)
+    if not getattr(cls, "open_extras", False):
         for key in obj.model_extra or {}:
             yield _dotted((*loc, key)), (*loc, key)
-    for name, field in type(obj).model_fields.items():
+    spellings = _spellings(cls)
+    for name in obj.model_fields_set & spellings.keys():  # defaults carry no extras
         value = getattr(obj, name)
-        key = _key_in(raw, field, name)
+        if not isinstance(value, BaseModel | tuple):
+            continue
+        key = _key_in(raw, spellings[name])
         sub = raw.get(key) if isinstance(raw, Mapping) else None
         if isinstance(value, BaseModel):
             yield from unknown_fields(value, (*loc, key), sub)
-        elif isinstance(value, tuple):
-            for i, item in enumerate(value):
-                if isinstance(item, BaseModel):
-                    item_raw = sub[i] if isinstance(sub, list) and i < len(sub) else None
-                    yield from unknown_fields(item, (*loc, key, i), item_raw)
+            continue
+        for i, item in enumerate(value):
+            if isinstance(item, BaseModel):
+                item_raw = sub[i] if isinstance(sub, list) and i < len(sub) else None
+                yield from unknown_fields(item, (*loc, key, i), item_raw)
 
 
-def _key_in(raw: Any, field: FieldInfo, name: str) -> str:
-    names = [field.alias or name]
-    if isinstance(field.validation_alias, AliasChoices):
-        names += [c for c in field.validation_alias.choices if isinstance(c, str)]
+@functools.cache
+def _spellings(cls: type[BaseModel]) -> dict[str, tuple[str, ...]]:
+    """Field name -> the keys a file may spell it with (alias first, then alias choices)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for name, field in cls.model_fields.items():
+        names = [field.alias or name]
+        if isinstance(field.validation_alias, AliasChoices):
+            names += [c for c in field.validation_alias.choices if isinstance(c, str)]
+        out[name] = tuple(dict.fromkeys(names))
+    return out
+
+
+def _key_in(raw: Any, names: tuple[str, ...]) -> str:
     if isinstance(raw, Mapping):
         for candidate in names:
             if candidate in raw:

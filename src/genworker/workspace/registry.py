@@ -7,8 +7,10 @@ the errors; every reload bumps `version`.
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -67,7 +69,8 @@ class WorkspaceRegistry:
     # -- loading -----------------------------------------------------------------
 
     def load_all(self) -> Summary:
-        with self._lock:
+        with self._lock, _paused_gc():
+            self._scope = Scope(self.root)  # fresh symlink cache per operation
             self._version += 1
             self._tenants.clear()
             self._tenant_errors.clear()
@@ -82,7 +85,8 @@ class WorkspaceRegistry:
             return self.summary()
 
     def reload_system(self) -> ReloadOutcome:
-        with self._lock:
+        with self._lock, _paused_gc():
+            self._scope = Scope(self.root)  # fresh symlink cache per operation
             self._version += 1
             self._load_system()
             for tenant_id in list(self._tenants):
@@ -96,7 +100,8 @@ class WorkspaceRegistry:
 
     def reload_tenant(self, tenant_id: str) -> ReloadOutcome:
         validate_id(tenant_id, "tenant id")
-        with self._lock:
+        with self._lock, _paused_gc():
+            self._scope = Scope(self.root)
             self._version += 1
             return self._load_tenant(tenant_id, keep_last_good=True)
 
@@ -104,7 +109,8 @@ class WorkspaceRegistry:
         validate_id(tenant_id, "tenant id")
         validate_id(worker_id, "worker id")
         target = f"{tenant_id}/{worker_id}"
-        with self._lock:
+        with self._lock, _paused_gc():
+            self._scope = Scope(self.root)
             self._version += 1
             state = self._tenants.get(tenant_id)
             if state is None:
@@ -276,6 +282,19 @@ class WorkspaceRegistry:
             for tenant_id, errors in self._tenant_errors.items():
                 tenants[tenant_id] = {"status": "failed", "errors": [i.as_dict() for i in errors]}
             return {"root": str(self.root), "version": self._version, "tenants": tenants}
+
+
+@contextmanager
+def _paused_gc() -> Iterator[None]:
+    """Loading allocates many short-lived objects; cyclic GC passes over the growing registry
+    cost more than the whole validation, and nothing made during a load is cyclic garbage."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _without(items: Mapping[str, Any], key: str) -> Mapping[str, Any]:

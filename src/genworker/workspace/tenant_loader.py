@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +14,8 @@ from genworker.workspace.scan import Collector, Scope
 from genworker.workspace.skills import effective_skills, load_skills
 from genworker.workspace.snapshot import Skill, TenantState, Worker, WorkerFailure, frozen_map
 from genworker.workspace.worker_loader import load_worker
+
+log = logging.getLogger(__name__)
 
 __all__ = ["default_worker_issues", "load_system_skills", "load_tenant", "load_tenant_worker"]
 
@@ -74,4 +77,8 @@ def load_tenant_worker(
         worker, _ = load_worker(scope, state.tenant, folder, inherited)
     except WorkspaceError as exc:
         return WorkerFailure(state.tenant_id, folder.name, exc.issues, version)
+    except Exception as exc:  # a loader bug must fail this worker, not the whole workspace
+        log.exception("unexpected error loading worker %s/%s", state.tenant_id, folder.name)
+        issue = Issue("error", scope.rel(folder), f"internal error while loading: {type(exc).__name__}: {exc}")
+        return WorkerFailure(state.tenant_id, folder.name, (issue,), version)
     return replace(worker, version=version)
