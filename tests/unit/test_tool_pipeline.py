@@ -124,7 +124,9 @@ def test_visible_undeclared_tool_shown_in_proposal_only_once_declared_read(
     pipeline: ToolPipeline, tmp_path: Path
 ) -> None:
     overrides = EffectTable.from_mapping({"myst*": {"effect": "read"}}, "TENANT.json")
-    assert "mystery" in names(pipeline.visible(scope(tmp_path, posture="proposal_only", tenant_effect_overrides=overrides)))
+    assert "mystery" in names(
+        pipeline.visible(scope(tmp_path, posture="proposal_only", tenant_effect_overrides=overrides))
+    )
 
 
 @pytest.mark.parametrize(
@@ -147,7 +149,9 @@ def test_visible_policy_lists(pipeline: ToolPipeline, tmp_path: Path) -> None:
     assert "writer" not in names(pipeline.visible(blacklist))
     whitelist = scope(tmp_path, worker_allowed_tools=frozenset({"reader", "writer", "secret_script"}))
     assert names(pipeline.visible(whitelist)) == ["reader", "writer"]
-    both = scope(tmp_path, worker_allowed_tools=frozenset({"reader", "writer"}), worker_denied_tools=frozenset({"writer"}))
+    both = scope(
+        tmp_path, worker_allowed_tools=frozenset({"reader", "writer"}), worker_denied_tools=frozenset({"writer"})
+    )
     assert names(pipeline.visible(both)) == ["reader"]
 
 
@@ -189,7 +193,9 @@ async def test_policy_denials(pipeline: ToolPipeline, tmp_path: Path, kw: dict[s
 
 
 async def test_whitelist_allows_listed_tool(pipeline: ToolPipeline, tmp_path: Path) -> None:
-    outcome = await pipeline.execute(scope(tmp_path, worker_allowed_tools=frozenset({"writer"})), ToolCall("c", "writer"))
+    outcome = await pipeline.execute(
+        scope(tmp_path, worker_allowed_tools=frozenset({"writer"})), ToolCall("c", "writer")
+    )
     assert isinstance(outcome, ToolCompleted)
 
 
@@ -213,7 +219,9 @@ async def test_invalid_arguments_name_the_field(tmp_path: Path) -> None:
     pipeline = ToolPipeline([lookup])
     run = scope(tmp_path)
     wrong_type = await pipeline.execute(run, ToolCall("c", "lookup", {"key": "k", "limit": "many"}))
-    assert wrong_type == ToolFailed("invalid_arguments", "invalid arguments for lookup: limit: 'many' is not of type 'integer'")
+    assert wrong_type == ToolFailed(
+        "invalid_arguments", "invalid arguments for lookup: limit: 'many' is not of type 'integer'"
+    )
     missing = await pipeline.execute(run, ToolCall("c", "lookup", {}))
     assert isinstance(missing, ToolFailed)
     assert "'key' is a required property" in missing.error
@@ -410,9 +418,7 @@ async def test_one_audit_record_per_call_with_secrets_redacted(tmp_path: Path, a
     args = {"query": f"use {SECRET}", "api_key": "plain-looking", "header": "Authorization: Bearer abcdef123456"}
     outcome = await pipeline.execute(run, ToolCall("c1", "leak", args), caller="workflow")
     await pipeline.execute(run, ToolCall("c2", "writer"))
-    assert outcome == ToolCompleted(
-        ToolResult("db password is [REDACTED]; key [REDACTED]", data={"pw": "[REDACTED]"})
-    )
+    assert outcome == ToolCompleted(ToolResult("db password is [REDACTED]; key [REDACTED]", data={"pw": "[REDACTED]"}))
     first, second = audit.records
     assert first.args == {
         "query": "use [REDACTED]",

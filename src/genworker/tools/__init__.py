@@ -1,0 +1,1 @@
+"""Tools: specs, the ToolPipeline (the only path to any tool) and the executors behind it."""

@@ -1,0 +1,126 @@
+"""Audit records of tool calls and where they are kept.
+
+One `AuditRecord` per call through the ToolPipeline, whatever its outcome (denied, needs
+approval, failed, completed, cancelled). Arguments are stored with secrets redacted and
+long strings clipped. `JsonlAuditSink` appends one JSON object per line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from genworker.ids import safe_join
+
+__all__ = [
+    "AUDIT_SCHEMA_VERSION",
+    "WORKER_AUDIT_FILE",
+    "AuditRecord",
+    "AuditSink",
+    "Decision",
+    "JsonlAuditSink",
+    "MemoryAuditSink",
+    "OutcomeKind",
+    "WorkerAuditSink",
+]
+
+AUDIT_SCHEMA_VERSION = 1
+WORKER_AUDIT_FILE = "runtime/tool_audit.jsonl"
+
+Decision = Literal["allow", "deny", "ask", "reject", "cancelled"]
+OutcomeKind = Literal["completed", "denied", "needs_approval", "failed", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditRecord:
+    ts: str  # ISO 8601, UTC
+    tenant_id: str
+    worker_id: str
+    run_id: str
+    call_id: str
+    tool: str
+    caller: str
+    effect: str
+    risk_level: str
+    args: Any  # redacted, long strings clipped
+    decision: Decision  # allow: it ran; deny: policy/hook/posture; ask: needs approval; reject: bad arguments
+    outcome: OutcomeKind
+    code: str | None  # the ToolDenied / ToolFailed code
+    detail: str  # denial reason or error text, redacted, clipped
+    duration_ms: float
+    approved: bool = False  # ran because a person approved this call id
+    is_error: bool = False  # the tool completed but reported an error
+    schema_version: int = AUDIT_SCHEMA_VERSION
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class AuditSink(Protocol):
+    async def write(self, record: AuditRecord) -> None: ...
+
+
+class MemoryAuditSink:
+    """Keeps records in a list (tests, debugging)."""
+
+    def __init__(self) -> None:
+        self.records: list[AuditRecord] = []
+
+    async def write(self, record: AuditRecord) -> None:
+        self.records.append(record)
+
+
+class JsonlAuditSink:
+    """Appends one line per record to `path`.
+
+    Each line is written with one `write` on an O_APPEND descriptor under an exclusive
+    `flock`, so threads and processes sharing the file never interleave lines.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    async def write(self, record: AuditRecord) -> None:
+        line = json.dumps(record.as_dict(), ensure_ascii=False, default=str) + "\n"
+        await asyncio.to_thread(self.append_line, line)
+
+    def append_line(self, line: str) -> None:
+        data = line.encode("utf-8")
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+            finally:
+                os.close(fd)  # also releases the flock
+
+
+class WorkerAuditSink:
+    """Routes each record to `tenants/{tenant}/workers/{worker}/runtime/tool_audit.jsonl` under the root,
+    so one tenant's audit never lands in another's folder."""
+
+    def __init__(self, workspace_root: Path, file: str = WORKER_AUDIT_FILE) -> None:
+        self._root = workspace_root
+        self._file = file
+        self._sinks: dict[Path, JsonlAuditSink] = {}
+
+    def path_for(self, tenant_id: str, worker_id: str) -> Path:
+        folder = safe_join(self._root, "tenants", tenant_id, "workers", worker_id, kind="tenant/worker id")
+        return folder / self._file
+
+    async def write(self, record: AuditRecord) -> None:
+        path = self.path_for(record.tenant_id, record.worker_id)
+        sink = self._sinks.get(path)
+        if sink is None:
+            sink = self._sinks.setdefault(path, JsonlAuditSink(path))
+        await sink.write(record)

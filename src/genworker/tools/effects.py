@@ -1,0 +1,247 @@
+"""What a tool does to the world (effect, risk, approval need): declared, looked up, or assumed the worst.
+
+`effect` and `risk_level` are each taken from the first layer that declares them:
+
+1. the tool's own spec, when it declares an effect;
+2. `tool_effects.yml` / `.yaml` in the tenant folder, then at the workspace root;
+3. the worker's `tool_effect_overrides`, then the tenant's (carried by the ToolScope).
+
+`requires_approval` only tightens: any layer (or the spec) saying true makes it true.
+Inside one table an exact tool name comes before fnmatch patterns (`github__*`), and patterns
+apply in file order. A tool whose effect nobody declares is `external` with risk `high`;
+an undeclared risk follows the effect (read/compute low, write medium, external/delegate high).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+
+from genworker.ids import InvalidIdError, is_inside, validate_id
+from genworker.tools.base import Effect, RiskLevel, ToolSpec
+from genworker.workspace.errors import Issue, WorkspaceError
+
+if TYPE_CHECKING:
+    from genworker.tools.context import ToolScope
+
+__all__ = [
+    "DEFAULT_RISK",
+    "EMPTY_TABLE",
+    "SIDECAR_NAMES",
+    "EffectResolver",
+    "EffectRule",
+    "EffectTable",
+    "ResolvedEffect",
+    "load_effect_table",
+]
+
+SIDECAR_NAMES = ("tool_effects.yml", "tool_effects.yaml")
+DEFAULT_RISK: Mapping[Effect, RiskLevel] = MappingProxyType(
+    {
+        Effect.READ: RiskLevel.LOW,
+        Effect.COMPUTE: RiskLevel.LOW,
+        Effect.WRITE: RiskLevel.MEDIUM,
+        Effect.EXTERNAL: RiskLevel.HIGH,
+        Effect.DELEGATE: RiskLevel.HIGH,
+    }
+)
+_KEY = re.compile(r"^[A-Za-z0-9_\-*?\[\]!]{1,128}$")
+_GLOB = re.compile(r"[*?\[]")
+
+
+@dataclass(frozen=True, slots=True)
+class EffectRule:
+    """One table entry; None means "not declared here, ask the next layer" (false never waives approval)."""
+
+    effect: Effect | None = None
+    risk_level: RiskLevel | None = None
+    requires_approval: bool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedEffect:
+    effect: Effect
+    risk_level: RiskLevel
+    requires_approval: bool
+    declared: bool  # False: nobody declared the effect, so it is the high-risk default
+    source: str  # where the effect came from: "schema", a sidecar file, "worker overrides", ... or "default"
+
+
+class _RuleModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    effect: Effect | None = None
+    risk_level: RiskLevel | None = None
+    requires_approval: StrictBool | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EffectTable:
+    """Rules by exact tool name plus fnmatch patterns, from one file or override mapping."""
+
+    source: str
+    exact: Mapping[str, EffectRule]
+    patterns: tuple[tuple[str, EffectRule], ...] = ()
+
+    def matches(self, name: str) -> Iterator[EffectRule]:
+        rule = self.exact.get(name)
+        if rule is not None:
+            yield rule
+        for pattern, rule in self.patterns:
+            if fnmatchcase(name, pattern):
+                yield rule
+
+    @classmethod
+    def from_mapping(cls, data: object, source: str, field_prefix: str = "") -> EffectTable:
+        """Validate `{tool or pattern: {effect, risk_level, requires_approval}}`.
+
+        Raises WorkspaceError naming `source`, the tool key and the field at fault.
+        """
+        prefix = f"{field_prefix}." if field_prefix else ""
+        if data is None:
+            return cls(source, MappingProxyType({}))
+        if not isinstance(data, Mapping):
+            raise WorkspaceError.single(
+                source, f"must be a mapping of tool name to effect, got {type(data).__name__}", field_prefix
+            )
+        issues: list[Issue] = []
+        exact: dict[str, EffectRule] = {}
+        patterns: list[tuple[str, EffectRule]] = []
+        for key, value in data.items():
+            if not isinstance(key, str) or not _KEY.match(key):
+                issues.append(Issue("error", source, "is not a tool name or fnmatch pattern", f"{prefix}{key}"))
+                continue
+            rule = _parse_rule(value, source, f"{prefix}{key}", issues)
+            if rule is None:
+                continue
+            if _GLOB.search(key):
+                patterns.append((key, rule))
+            else:
+                exact[key] = rule
+        if issues:
+            raise WorkspaceError(issues)
+        return cls(source, MappingProxyType(exact), tuple(patterns))
+
+
+EMPTY_TABLE = EffectTable("", MappingProxyType({}))
+
+
+def _parse_rule(value: object, source: str, where: str, issues: list[Issue]) -> EffectRule | None:
+    if not isinstance(value, Mapping):
+        issues.append(Issue("error", source, "must be a mapping with effect / risk_level / requires_approval", where))
+        return None
+    try:
+        model = _RuleModel.model_validate(value)
+    except ValidationError as exc:
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"])
+            issues.append(Issue("error", source, err["msg"], f"{where}.{field}" if field else where))
+        return None
+    rule = EffectRule(model.effect, model.risk_level, model.requires_approval)
+    if rule == EffectRule():
+        issues.append(Issue("error", source, "declares none of effect, risk_level, requires_approval", where))
+        return None
+    return rule
+
+
+def load_effect_table(path: Path, display: str | None = None) -> EffectTable:
+    """Read one sidecar file; errors name `display` (default: the path)."""
+    source = display or path.as_posix()
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else None
+        raise WorkspaceError.single(source, f"invalid YAML: {exc.problem}", line=line) from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise WorkspaceError.single(source, f"cannot read: {exc}") from None
+    return EffectTable.from_mapping(data, source)
+
+
+class EffectResolver:
+    """Resolves a tool's effect from its spec, the workspace sidecars and the scope's overrides.
+
+    Sidecars are read when the resolver is built and on `reload()`; a bad file raises
+    WorkspaceError and (on reload) leaves the previous tables in place.
+    """
+
+    def __init__(self, workspace_root: Path | None = None) -> None:
+        self._root = workspace_root
+        self._root_table = EMPTY_TABLE
+        self._tenant_tables: Mapping[str, EffectTable] = MappingProxyType({})
+        if workspace_root is not None:
+            self.reload()
+
+    @property
+    def sidecars(self) -> tuple[str, ...]:
+        tables = (self._root_table, *self._tenant_tables.values())
+        return tuple(t.source for t in tables if t.source)
+
+    def reload(self) -> None:
+        if self._root is None:
+            return
+        root = self._root.resolve()
+        root_table = _sidecar_in(root, root)
+        tenants: dict[str, EffectTable] = {}
+        tenants_dir = root / "tenants"
+        if tenants_dir.is_dir():
+            for folder in sorted(tenants_dir.iterdir()):
+                if not folder.is_dir() or not _valid_id(folder.name):
+                    continue
+                table = _sidecar_in(root, folder)
+                if table is not EMPTY_TABLE:
+                    tenants[folder.name] = table
+        self._root_table, self._tenant_tables = root_table, MappingProxyType(tenants)
+
+    def resolve(self, spec: ToolSpec, scope: ToolScope | None = None) -> ResolvedEffect:
+        effect: tuple[Effect, str] | None = None
+        risk: RiskLevel | None = None
+        approval = spec.requires_approval
+        if spec.effect is not None:
+            effect, risk = (spec.effect, "schema"), spec.risk_level
+        for table in self._layers(scope):
+            for rule in table.matches(spec.name):
+                if effect is None and rule.effect is not None:
+                    effect = (rule.effect, table.source)
+                risk = risk or rule.risk_level
+                approval = approval or bool(rule.requires_approval)
+        if effect is None:
+            return ResolvedEffect(Effect.EXTERNAL, RiskLevel.HIGH, approval, False, "default")
+        return ResolvedEffect(effect[0], risk or DEFAULT_RISK[effect[0]], approval, True, effect[1])
+
+    def _layers(self, scope: ToolScope | None) -> Iterator[EffectTable]:
+        if scope is not None and scope.tenant_id in self._tenant_tables:
+            yield self._tenant_tables[scope.tenant_id]
+        yield self._root_table
+        if scope is not None:
+            if scope.worker_effect_overrides is not None:
+                yield scope.worker_effect_overrides
+            if scope.tenant_effect_overrides is not None:
+                yield scope.tenant_effect_overrides
+
+
+def _valid_id(name: str) -> bool:
+    try:
+        validate_id(name, "tenant id")
+    except InvalidIdError:
+        return False
+    return True
+
+
+def _sidecar_in(root: Path, folder: Path) -> EffectTable:
+    found = [folder / name for name in SIDECAR_NAMES if (folder / name).exists()]
+    if not found:
+        return EMPTY_TABLE
+    display = [p.relative_to(root).as_posix() for p in found]
+    if len(found) > 1:
+        raise WorkspaceError.single(display[0], f"both {display[0]} and {display[1]} exist; keep one")
+    if not is_inside(root, found[0]):
+        raise WorkspaceError.single(display[0], "refused: symlink leaves the workspace")
+    return load_effect_table(found[0], display[0])
