@@ -26,8 +26,9 @@ lint: $(STAMP)
 check: $(STAMP)  ## validate the workspace
 	$(VENV)/bin/genworker check
 
-bench: $(STAMP)
+bench: $(STAMP)  ## workspace load/reload, then ReAct engine overhead (docs/benchmarks.md)
 	$(PY) bench/run.py
+	$(PY) bench/engine.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

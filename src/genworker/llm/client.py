@@ -275,15 +275,7 @@ class LLMClient:
         acc: _Accumulator | None = None,
         error: str | None = None,
     ) -> LLMCallRecord:
-        cost = None
-        if acc is not None and acc.model:
-            try:
-                prompt_cost, completion_cost = litellm.cost_per_token(
-                    model=acc.model, prompt_tokens=acc.prompt_tokens, completion_tokens=acc.completion_tokens
-                )
-                cost = prompt_cost + completion_cost
-            except Exception:  # unknown model: LiteLLM has no price for it
-                cost = None
+        cost = _cost(acc.model, acc.prompt_tokens, acc.completion_tokens) if acc is not None and acc.model else None
         record = LLMCallRecord(
             purpose=intent.purpose.value,
             tier=tier.value,
@@ -303,3 +295,20 @@ class LLMClient:
         if calls is not None:
             calls.append(record)
         return record
+
+
+_UNPRICED: set[str] = set()
+
+
+def _cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | None:
+    """USD cost where LiteLLM knows the model's price (remembered misses: lookups are slow)."""
+    if model in _UNPRICED:
+        return None
+    try:
+        prompt_cost, completion_cost = litellm.cost_per_token(
+            model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
+        )
+    except Exception:  # unknown model: LiteLLM has no price for it
+        _UNPRICED.add(model)
+        return None
+    return float(prompt_cost + completion_cost)

@@ -136,6 +136,8 @@ class ToolPipeline:
             return ToolFailed("error", f"tool {ctx.spec.name} was removed while the call was in flight")
         try:
             result = await tool.run(ctx, ctx.call.arguments)
+        except TimeoutError as exc:  # the tool's own deadline (e.g. an MCP call_timeout)
+            return ToolFailed("timeout", f"tool {ctx.spec.name} timed out: {exc}")
         except Exception as exc:
             log.info("tool %s raised", ctx.spec.name, exc_info=True)
             return ToolFailed("error", f"{type(exc).__name__}: {exc}")
