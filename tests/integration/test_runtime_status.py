@@ -54,7 +54,9 @@ def test_litellm_file_counts_as_model_config_and_broken_file_is_named(
     workspace = small_workspace()
     (tmp_path / "configs").mkdir()
     litellm = tmp_path / "configs" / "litellm_local.json"
-    litellm.write_text('{"model_list": [{"model_name": "fast", "litellm_params": {"model": "x/y"}}]}', encoding="utf-8")
+    litellm.write_text(
+        '{"model_list": [{"model_name": "fast", "litellm_params": {"model": "openai/x"}}]}', encoding="utf-8"
+    )
     with serve(tmp_path, workspace) as client:
         assert client.get("/readiness").status_code == 200
     litellm.write_text('{"model_list": [', encoding="utf-8")
@@ -126,7 +128,8 @@ def test_debug_runtime_reports_profile_components_and_backends(
         debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
     assert debug["profile"] == "local"
     assert debug["default_workers"] == {"acme": "acme/alice"}
-    assert set(debug["components"]) == {"workspace", "redis", "llm", "task_governance", "hot_reload"}
+    assert set(debug["components"]) == {"workspace", "redis", "llm", "task_governance", "tools", "hot_reload"}
+    assert "file_read" in debug["components"]["tools"]["details"]["builtin"]
     assert debug["components"]["redis"]["status"] == "disabled"
     assert debug["components"]["hot_reload"]["status"] == "disabled"
     assert debug["backends"]["workspace"] == "filesystem"
@@ -163,3 +166,18 @@ def test_operator_endpoint_is_loopback_only_without_a_token(
         assert client.get(path).status_code == 403
     with TestClient(create_app(settings), client=("127.0.0.1", 5000)) as client:
         assert client.get(path).status_code == 200
+
+
+def test_model_list_litellm_rejects_is_not_ready_and_named(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    (tmp_path / "configs").mkdir()
+    litellm = tmp_path / "configs" / "litellm_local.json"
+    litellm.write_text(
+        '{"model_list": [{"model_name": "fast", "litellm_params": {"model": "nosuchprovider/x"}}]}', encoding="utf-8"
+    )
+    with serve(tmp_path, small_workspace()) as client:
+        response = client.get("/readiness")
+        assert response.status_code == 503
+        reason = response.json()["reasons"][0]
+        assert reason["code"] == "model_config_invalid" and "LiteLLM rejected" in reason["message"]

@@ -11,14 +11,14 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import litellm
 from litellm import exceptions as llm_errors
 from litellm.router import Router
 
-from genworker.llm.config_source import ModelConfig
+from genworker.llm.config_source import ModelConfig, ModelConfigState
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
 from genworker.llm.intent import LLMCallIntent, Tier
 from genworker.llm.routing_policy import TableRoutingPolicy
@@ -160,11 +160,15 @@ class LLMClient:
         self.config = config
         self.policy = policy or TableRoutingPolicy()
         self.recorder = recorder
-        self._router = (
-            Router(model_list=[dict(m) for m in config.model_list], num_retries=0, disable_cooldowns=True)
-            if config.state.configured
-            else None
-        )
+        self._router: Router | None = None
+        if config.state.configured:
+            try:
+                self._router = Router(
+                    model_list=[dict(m) for m in config.model_list], num_retries=0, disable_cooldowns=True
+                )
+            except Exception as exc:  # LiteLLM refuses the model list (e.g. an unknown provider)
+                reason = f"{config.state.source}: LiteLLM rejected the model configuration: {exc}"
+                self.config = replace(config, state=ModelConfigState(False, config.state.source, reason, error=True))
 
     @property
     def configured(self) -> bool:

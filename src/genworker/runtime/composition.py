@@ -15,10 +15,12 @@ from typing import Any
 
 import redis
 
-from genworker.llm.config_source import ModelConfigState, detect_model_config
+from genworker.llm.client import LLMClient
+from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
+from genworker.runtime.tools import ToolRuntime
 from genworker.settings import Settings
-from genworker.workspace.registry import WorkspaceRegistry
+from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.workspace.watcher import WorkspaceWatcher
 
@@ -34,6 +36,8 @@ class Runtime:
     settings: Settings
     registry: WorkspaceRegistry
     model: ModelConfigState
+    llm: LLMClient
+    tools: ToolRuntime
     components: dict[str, ComponentRuntimeStatus] = field(default_factory=dict)
     redis: redis.Redis | None = None
     watcher: WorkspaceWatcher | None = None
@@ -43,8 +47,28 @@ class Runtime:
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
+        await self.tools.start(
+            (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
+        )
         if self.watcher is not None:
+            self.watcher.on_reload = self._reloaded
             self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
+
+    def _reloaded(self, outcome: ReloadOutcome) -> None:
+        """After a reload, reconnect MCP servers whose configuration changed."""
+        if outcome.ok:
+            task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
+            self._tasks.append(task)
+            task.add_done_callback(self._forget)
+
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
+
+    async def _refresh_tools(self) -> None:
+        await self.tools.start(
+            (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
+        )
 
     async def _watch(self, watcher: WorkspaceWatcher) -> None:
         try:
@@ -61,6 +85,7 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        await self.tools.stop()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
 
@@ -126,6 +151,14 @@ class Runtime:
                     )
         return ("degraded" if reasons else "ok"), reasons
 
+    def all_components(self) -> dict[str, ComponentRuntimeStatus]:
+        """Start-up components plus live ones (one per MCP server)."""
+        live = {
+            f"{c.name}@{c.details.get('tenant_id', '')}/{c.details.get('worker_id', '')}": c
+            for c in self.tools.statuses()
+        }
+        return {**self.components, **live}
+
     def backends(self) -> dict[str, str]:
         return {
             "workspace": "filesystem",
@@ -146,7 +179,7 @@ class Runtime:
                 "reasons": [r.as_dict() for r in blocking],
                 "warnings": [r.as_dict() for r in warnings],
             },
-            "components": {name: c.as_dict() for name, c in self.components.items()},
+            "components": {name: c.as_dict() for name, c in self.all_components().items()},
             "backends": self.backends(),
             "settings_warnings": list(self.settings.warnings),
             "workspace": self.registry.describe(),
@@ -171,12 +204,20 @@ class Runtime:
 def build_runtime(settings: Settings) -> Runtime:
     """Build components in dependency order. Blocking: call it from a thread in async code."""
     registry = WorkspaceRegistry(settings.workspace)
-    runtime = Runtime(settings=settings, registry=registry, model=detect_model_config(settings))
+    llm = LLMClient(load_model_config(settings))
+    runtime = Runtime(
+        settings=settings,
+        registry=registry,
+        model=llm.config.state,
+        llm=llm,
+        tools=ToolRuntime(registry.root),
+    )
     steps: list[tuple[str, Callable[[Runtime], ComponentRuntimeStatus]]] = [
         ("workspace", _workspace),
         ("redis", _redis),
         ("llm", _llm),
         ("task_governance", _governance),
+        ("tools", _tools),
         ("hot_reload", _hot_reload),
     ]
     for name, build in steps:
@@ -250,6 +291,16 @@ def _llm(runtime: Runtime) -> ComponentRuntimeStatus:
 def _governance(runtime: Runtime) -> ComponentRuntimeStatus:
     return ComponentRuntimeStatus(
         "task_governance", ComponentStatus.DISABLED, "the task governance stage is not part of this build yet"
+    )
+
+
+def _tools(runtime: Runtime) -> ComponentRuntimeStatus:
+    from genworker.tools.builtin import builtin_tools
+
+    names = sorted(t.spec.name for t in builtin_tools())
+    sidecars = [str(p) for p in runtime.tools.effects.sidecars]
+    return ComponentRuntimeStatus(
+        "tools", ComponentStatus.READY, "", "builtin", {"builtin": names, "effect_sidecars": sidecars}
     )
 
 

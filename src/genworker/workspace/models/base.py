@@ -20,6 +20,7 @@ __all__ = [
     "SecretMap",
     "StrTuple",
     "WorkspaceId",
+    "check_effect_table",
     "freeze",
     "parse_duration",
     "relative_path",
@@ -136,3 +137,15 @@ def unique_ids(field: str, ids: list[str]) -> None:
         if item in seen:
             raise ValueError(f"{field}: duplicate id {item!r}")
         seen.add(item)
+
+
+def check_effect_table(value: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Validate a `tool_effect_overrides` mapping ({tool or pattern: {effect, risk_level, ...}})."""
+    from genworker.tools.effects import EffectTable
+    from genworker.workspace.errors import WorkspaceError
+
+    try:
+        EffectTable.from_mapping(value, "tool_effect_overrides")
+    except WorkspaceError as exc:
+        raise ValueError("; ".join(f"{i.field}: {i.message}" for i in exc.issues)) from None
+    return value

@@ -8,17 +8,20 @@ contacts_config -> contact_settings.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, field_validator, model_validator
 
+from genworker.tools.mcp.config import MCPServerConfig
 from genworker.workspace.models.base import (
     Duration,
     JsonMap,
     Model,
     StrTuple,
     WorkspaceId,
+    check_effect_table,
     relative_path,
     unique_ids,
 )
@@ -208,6 +211,13 @@ class PersonaSpec(Model):
     )
     service: ServiceConfig = ServiceConfig()
     heartbeat: HeartbeatConfig = HeartbeatConfig()
+    mcp_servers: tuple[MCPServerConfig, ...] = ()
+    tool_effect_overrides: JsonMap = Field(default_factory=dict)
+
+    @field_validator("tool_effect_overrides")
+    @classmethod
+    def _effect_table(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        return check_effect_table(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from collections.abc import Mapping
+from typing import Any
 
-from genworker.workspace.models.base import Model, SecretMap, StrTuple, WorkspaceId
+from pydantic import Field, field_validator
+
+from genworker.tools.mcp.config import MCPServerConfig
+from genworker.workspace.models.base import JsonMap, Model, SecretMap, StrTuple, WorkspaceId, check_effect_table
 
 __all__ = ["Tenant", "TenantToolPolicy"]
 
@@ -20,4 +24,11 @@ class Tenant(Model):
     tool_policy: TenantToolPolicy = TenantToolPolicy()
     mcp_remote_allowed: bool = False
     default_worker: WorkspaceId | None = None
+    mcp_servers: tuple[MCPServerConfig, ...] = ()
+    tool_effect_overrides: JsonMap = Field(default_factory=dict)
     credentials: SecretMap = Field(default_factory=dict, repr=False)
+
+    @field_validator("tool_effect_overrides")
+    @classmethod
+    def _effect_table(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        return check_effect_table(value)

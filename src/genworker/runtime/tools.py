@@ -1,0 +1,169 @@
+"""Per-worker tool environments: one ToolPipeline per worker (builtin tools + that worker's
+MCP servers), the scope a run may use, and their statuses for the debug endpoint."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from genworker.runtime.status import ComponentRuntimeStatus
+from genworker.tools.audit import WorkerAuditSink
+from genworker.tools.builtin import builtin_tools
+from genworker.tools.context import Posture, ToolScope
+from genworker.tools.effects import EffectResolver, EffectTable
+from genworker.tools.mcp.config import MCPServerConfig
+from genworker.tools.pipeline import ToolPipeline
+from genworker.workspace.models import Tenant
+from genworker.workspace.snapshot import Worker
+
+__all__ = ["ToolRuntime", "WorkerTools"]
+
+log = logging.getLogger("genworker.tools")
+
+
+@dataclass
+class WorkerTools:
+    pipeline: ToolPipeline
+    mcp_configs: tuple[MCPServerConfig, ...] = ()
+    mcp: object | None = None  # MCPManager, imported lazily (the SDK is heavy)
+    effect_tables: dict[int, tuple[EffectTable, EffectTable]] = field(default_factory=dict)
+
+
+class ToolRuntime:
+    def __init__(self, workspace_root: Path) -> None:
+        self.root = workspace_root
+        self.effects = EffectResolver(workspace_root)
+        self.audit = WorkerAuditSink(workspace_root)
+        self._workers: dict[tuple[str, str], WorkerTools] = {}
+
+    def worker_dir(self, worker: Worker) -> Path:
+        return self.root / "tenants" / worker.tenant_id / "workers" / worker.worker_id
+
+    def pipeline_for(self, worker: Worker) -> ToolPipeline:
+        return self._tools(worker).pipeline
+
+    def _tools(self, worker: Worker) -> WorkerTools:
+        tools = self._workers.get(worker.key)
+        if tools is None:
+            pipeline = ToolPipeline(builtin_tools(), effects=self.effects, audit=self.audit)
+            tools = self._workers[worker.key] = WorkerTools(pipeline)
+        return tools
+
+    def mcp_configs(self, tenant: Tenant, worker: Worker) -> tuple[MCPServerConfig, ...]:
+        """Tenant servers, then the worker's (a worker entry replaces a tenant one of the same name);
+        a relative cwd is relative to the folder that declared it."""
+        merged: dict[str, MCPServerConfig] = {}
+        sources = (
+            (tenant.mcp_servers, self.root / "tenants" / tenant.tenant_id),
+            (worker.persona.mcp_servers, self.worker_dir(worker)),
+        )
+        for configs, base in sources:
+            for config in configs:
+                if config.cwd and not Path(config.cwd).is_absolute():
+                    config = config.model_copy(update={"cwd": str(base / config.cwd)})
+                merged[config.name] = config
+        return tuple(merged.values())
+
+    async def start_worker(self, tenant: Tenant, worker: Worker) -> None:
+        """(Re)connect the worker's MCP servers when their configuration changed."""
+        tools = self._tools(worker)
+        configs = self.mcp_configs(tenant, worker)
+        if configs == tools.mcp_configs and (tools.mcp is not None or not configs):
+            return
+        await self._stop_mcp(tools)
+        tools.mcp_configs = configs
+        if not configs:
+            return
+        from genworker.tools.mcp.manager import MCPManager
+
+        manager = MCPManager(tools.pipeline)
+        tools.mcp = manager
+        await manager.start(
+            configs, tenant_id=tenant.tenant_id, worker_id=worker.worker_id, remote_allowed=tenant.mcp_remote_allowed
+        )
+
+    async def start(self, workers: Iterable[tuple[Tenant, Worker]]) -> None:
+        for tenant, worker in workers:
+            try:
+                await self.start_worker(tenant, worker)
+            except Exception:  # one worker's MCP trouble never stops start-up
+                log.exception("MCP servers of %s/%s failed to start", worker.tenant_id, worker.worker_id)
+
+    async def _stop_mcp(self, tools: WorkerTools) -> None:
+        if tools.mcp is not None:
+            await tools.mcp.stop()  # type: ignore[attr-defined]
+            tools.mcp = None
+
+    async def stop(self) -> None:
+        for tools in self._workers.values():
+            await self._stop_mcp(tools)
+
+    def statuses(self) -> list[ComponentRuntimeStatus]:
+        found: list[ComponentRuntimeStatus] = []
+        for tools in self._workers.values():
+            if tools.mcp is not None:
+                found.extend(tools.mcp.statuses())  # type: ignore[attr-defined]
+        return found
+
+    def scope(
+        self,
+        tenant: Tenant,
+        worker: Worker,
+        run_id: str,
+        *,
+        posture: Posture = "normal",
+        approved_call_ids: frozenset[str] = frozenset(),
+    ) -> ToolScope:
+        policy = worker.persona.tool_policy
+        worker_table, tenant_table = self._effect_tables(tenant, worker)
+        return ToolScope(
+            tenant_id=tenant.tenant_id,
+            worker_id=worker.worker_id,
+            run_id=run_id,
+            worker_dir=self.worker_dir(worker),
+            trust_level=tenant.trust_level,
+            posture=posture,
+            tenant_denied_tools=frozenset(tenant.tool_policy.denied_tools),
+            worker_denied_tools=frozenset(policy.denied_tools),
+            worker_allowed_tools=frozenset(policy.allowed_tools) if policy.mode == "whitelist" else None,
+            approved_call_ids=approved_call_ids,
+            secrets=_secrets(worker),
+            worker_effect_overrides=worker_table,
+            tenant_effect_overrides=tenant_table,
+        )
+
+    def _effect_tables(self, tenant: Tenant, worker: Worker) -> tuple[EffectTable, EffectTable]:
+        tools = self._tools(worker)
+        key = hash((worker.version, id(tenant)))
+        cached = tools.effect_tables.get(key)
+        if cached is None:
+            persona = f"tenants/{worker.tenant_id}/workers/{worker.worker_id}/PERSONA.md"
+            cached = (
+                EffectTable.from_mapping(dict(worker.persona.tool_effect_overrides), persona, "tool_effect_overrides"),
+                EffectTable.from_mapping(
+                    dict(tenant.tool_effect_overrides),
+                    f"tenants/{tenant.tenant_id}/TENANT.json",
+                    "tool_effect_overrides",
+                ),
+            )
+            tools.effect_tables = {key: cached}
+        return cached
+
+
+def _secrets(worker: Worker) -> tuple[str, ...]:
+    """Every credential value of the worker, so tool results never echo one."""
+    creds = worker.credentials
+    if creds is None:
+        return ()
+    found: list[str] = []
+    for platform in creds.platforms():
+        section = getattr(creds, platform)
+        for name in type(section).model_fields:
+            value = getattr(section, name)
+            if isinstance(value, SecretStr) and value.get_secret_value():
+                found.append(value.get_secret_value())
+    return tuple(found)
