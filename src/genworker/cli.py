@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from genworker import cli_keys
 from genworker.settings import Settings, SettingsError, load_settings
 from genworker.workspace.errors import Issue
 from genworker.workspace.registry import WorkspaceRegistry
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, help="port (default HTTP_PORT or 8000)")
     run.add_argument("--workspace", type=Path, help="workspace folder (default GENWORKER_WORKSPACE)")
     run.set_defaults(handler=_run)
+    cli_keys.register(commands)
     return parser
 
 

@@ -90,6 +90,7 @@ class Settings:
     hot_reload: bool = True
     hot_reload_debounce_ms: int = 150
     admin_token: str | None = field(default=None, repr=False)
+    cors_origins: tuple[str, ...] = ()
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
     sources: Mapping[str, str] = field(default_factory=dict, repr=False)
     warnings: tuple[str, ...] = ()
@@ -131,6 +132,7 @@ def load_settings(
         hot_reload=reader.boolean("GENWORKER_HOT_RELOAD", True),
         hot_reload_debounce_ms=reader.integer("GENWORKER_HOT_RELOAD_DEBOUNCE_MS", 150, 1, 60000),
         admin_token=reader.text("GENWORKER_ADMIN_TOKEN"),
+        cors_origins=reader.origins("GENWORKER_CORS_ORIGINS"),
         values=values,
         sources=sources,
         warnings=tuple(warnings),
@@ -177,6 +179,14 @@ class _Reader:
         if lowered in _FALSE:
             return False
         raise SettingsError(f"{self._where(key)}: must be true or false")
+
+    def origins(self, key: str) -> tuple[str, ...]:
+        """Comma-separated browser origins (scheme://host[:port]); empty: none."""
+        origins = tuple(o.strip().rstrip("/") for o in (self.text(key) or "").split(",") if o.strip())
+        for origin in origins:
+            if not re.fullmatch(r"https?://[^/\s*]+", origin):
+                raise SettingsError(f"{self._where(key)}: {origin!r} is not an origin like https://app.example.com")
+        return origins
 
     def choice(self, key: str, allowed: tuple[str, ...], default: str, *, upper: bool = False) -> str:
         raw = self.text(key)

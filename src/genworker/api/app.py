@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from genworker import __version__
+from genworker.api.auth import install_cors
+from genworker.api.errors import install_error_handlers
 from genworker.api.routes import debug, health
 from genworker.runtime.composition import build_runtime
 from genworker.settings import Settings, load_settings
@@ -35,6 +37,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await runtime.stop()
 
     app = FastAPI(title="genworker", version=__version__, lifespan=lifespan)
+    install_error_handlers(app)
+    install_cors(app, (settings or load_settings()).cors_origins)  # middleware is fixed before start-up
     app.include_router(health.router)
     app.include_router(debug.router)
     return app

@@ -1,0 +1,94 @@
+"""Who may call the API: API key authentication, tenant scoping of worker names, and CORS.
+
+The tenant of a request is always the tenant of its key; a tenant named in the body or a
+header is never trusted. A worker the key may not use answers 404, like a worker that does
+not exist, so a key cannot probe other tenants.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from fastapi import FastAPI, Request
+from starlette.middleware.cors import CORSMiddleware
+
+from genworker.api.deps import get_runtime
+from genworker.api.errors import ApiError
+from genworker.auth import ApiKeyStore, Principal
+from genworker.ids import InvalidIdError, validate_id
+
+__all__ = ["get_api_keys", "install_cors", "principal_worker", "require_principal", "worker_not_found"]
+
+_BEARER_HINT = "send 'Authorization: Bearer <api key>' (create one with `genworker keys create --tenant T`)"
+_store_lock = threading.Lock()
+
+
+def get_api_keys(request: Request) -> ApiKeyStore:
+    """The app's key store (`app.state.api_keys`), created on first use over the runtime's workspace."""
+    store: ApiKeyStore | None = getattr(request.app.state, "api_keys", None)
+    if store is None:
+        workspace = get_runtime(request).settings.workspace
+        with _store_lock:
+            store = getattr(request.app.state, "api_keys", None)
+            if store is None:
+                store = request.app.state.api_keys = ApiKeyStore(workspace)
+    return store
+
+
+def require_principal(request: Request) -> Principal:
+    """The caller's principal from `Authorization: Bearer <key>`; 401 otherwise.
+
+    A sync dependency on purpose: verifying may read a key file, so it runs in the threadpool.
+    """
+    header = request.headers.get("authorization")
+    if not header:
+        raise _unauthorized(f"missing API key: {_BEARER_HINT}")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized(f"malformed Authorization header: {_BEARER_HINT}")
+    principal = get_api_keys(request).verify(token.strip())
+    if principal is None:
+        raise _unauthorized("invalid or revoked API key")
+    request.state.principal = principal
+    return principal
+
+
+def principal_worker(principal: Principal, worker: str) -> tuple[str, str]:
+    """(tenant_id, worker_id) for `worker` or `tenant/worker`, scoped to the key's tenant and workers.
+
+    It only checks what the key allows; the caller still checks that the worker exists.
+    """
+    tenant_id, sep, worker_id = worker.partition("/")
+    if not sep:
+        tenant_id, worker_id = principal.tenant_id, worker
+    try:
+        validate_id(worker_id)
+    except InvalidIdError:
+        raise worker_not_found(worker) from None
+    if tenant_id != principal.tenant_id or not principal.can_use(worker_id):
+        raise worker_not_found(worker)
+    return tenant_id, worker_id
+
+
+def worker_not_found(worker: str) -> ApiError:
+    return ApiError(404, "worker_not_found", f"worker {worker!r} not found")
+
+
+def install_cors(app: FastAPI, origins: Sequence[str]) -> None:
+    """Let browsers on exactly `origins` call the API; nothing at all when empty (the default)."""
+    if not origins:
+        return
+    app.add_middleware(
+        CORSMiddleware,
+        allow_origins=list(origins),
+        allow_methods=["*"],
+        allow_headers=["*"],
+        expose_headers=["WWW-Authenticate"],
+        allow_credentials=False,  # keys travel in a header, never in cookies
+        max_age=600,
+    )
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, {"WWW-Authenticate": "Bearer"})

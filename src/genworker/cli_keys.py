@@ -1,0 +1,103 @@
+"""`genworker keys create|revoke|list`: manage a tenant's API keys from the shell.
+
+`create` prints the key alone on the last line of stdout, so `... | tail -1` captures it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC
+from pathlib import Path
+
+from genworker.auth import ApiKeyInfo, ApiKeyStore, AuthError
+from genworker.auth.keys import parse_key
+from genworker.settings import load_settings
+
+__all__ = ["register"]
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    keys = commands.add_parser("keys", help="create, revoke and list a tenant's API keys")
+    actions = keys.add_subparsers(dest="keys_command", required=True)
+
+    create = actions.add_parser("create", help="create a key; prints it once, alone on the last line")
+    _common(create)
+    create.add_argument("--workers", help="comma-separated workers the key may use (default: all)")
+    create.add_argument("--label", default="", help="a note to recognise the key by")
+    create.set_defaults(handler=_create)
+
+    revoke = actions.add_parser("revoke", help="revoke a key; servers refuse it on the next request")
+    _common(revoke)
+    revoke.add_argument("key_id", help="the key_id (or the whole key)")
+    revoke.set_defaults(handler=_revoke)
+
+    listing = actions.add_parser("list", help="list a tenant's keys (never their secrets)")
+    _common(listing)
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.set_defaults(handler=_list)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tenant", required=True, help="tenant id")
+    parser.add_argument("--workspace", type=Path, help="workspace folder (default GENWORKER_WORKSPACE)")
+
+
+def _store(args: argparse.Namespace) -> ApiKeyStore:
+    if args.workspace is not None:
+        return ApiKeyStore(args.workspace)
+    return ApiKeyStore(load_settings().workspace)
+
+
+def _fail(exc: Exception) -> int:
+    print(f"genworker keys: error: {exc}", file=sys.stderr)
+    return 1
+
+
+def _create(args: argparse.Namespace) -> int:
+    workers = None if args.workers is None else [w.strip() for w in args.workers.split(",") if w.strip()]
+    try:
+        key_id, plaintext = _store(args).create(args.tenant, workers, args.label)
+    except AuthError as exc:
+        return _fail(exc)
+    scope = "all workers" if workers is None else "workers " + ", ".join(sorted(set(workers)))
+    print(f"Created key {key_id} for tenant {args.tenant} ({scope}). It is shown only this once:")
+    print(plaintext)
+    return 0
+
+
+def _revoke(args: argparse.Namespace) -> int:
+    parsed = parse_key(args.key_id)
+    key_id = parsed[0] if parsed else args.key_id
+    try:
+        info = _store(args).revoke(args.tenant, key_id)
+    except AuthError as exc:
+        return _fail(exc)
+    when = info.revoked_at.isoformat() if info.revoked_at else "now"
+    print(f"Revoked key {key_id} of tenant {args.tenant} (at {when}).")
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    try:
+        keys = _store(args).list(args.tenant)
+    except AuthError as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps([k.as_dict() for k in keys], indent=2))
+        return 0
+    if not keys:
+        print(f"Tenant {args.tenant} has no API keys.")
+        return 0
+    print(f"{'KEY_ID':<14}{'STATUS':<9}{'CREATED':<22}{'WORKERS':<24}LABEL")
+    for key in keys:
+        print(_row(key))
+    return 0
+
+
+def _row(key: ApiKeyInfo) -> str:
+    status = "active" if key.active else "revoked"
+    workers = "all" if key.workers is None else ",".join(key.workers)
+    created = key.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    return f"{key.key_id:<14}{status:<9}{created:<22}{workers:<24}{key.label}"
