@@ -31,6 +31,9 @@ from genworker.engine.events import (
 
 __all__ = ["AguiEncoder"]
 
+_MessageEvent = TextDelta | ToolCallStart | ToolCallArgs | ToolCallEnd | ToolCallResult
+_LifecycleEvent = RunStarted | RunFinished | RunError | StepStarted | StepFinished | ApprovalRequired
+
 
 class AguiEncoder:
     def __init__(self, thread_id: str, run_id: str) -> None:
@@ -41,8 +44,16 @@ class AguiEncoder:
 
     def encode(self, event: EngineEvent) -> Iterator[ag.BaseEvent]:
         match event:
-            case RunStarted():
-                yield ag.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
+            case TextDelta() | ToolCallStart() | ToolCallArgs() | ToolCallEnd() | ToolCallResult():
+                yield from self._message(event)
+            case RunStarted() | RunFinished() | RunError() | StepStarted() | StepFinished() | ApprovalRequired():
+                yield from self._close_text()
+                yield self._lifecycle(event)
+            case _:
+                assert_never(event)
+
+    def _message(self, event: _MessageEvent) -> Iterator[ag.BaseEvent]:
+        match event:
             case TextDelta(text=text):
                 if not text:
                     return
@@ -68,24 +79,25 @@ class AguiEncoder:
                 yield ag.ToolCallResultEvent(
                     message_id=f"tool_{call_id}", tool_call_id=call_id, content=content, role="tool"
                 )
+            case _:
+                assert_never(event)
+
+    def _lifecycle(self, event: _LifecycleEvent) -> ag.BaseEvent:
+        match event:
+            case RunStarted():
+                return ag.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id)
             case StepStarted(step_id=step_id):
-                yield from self._close_text()
-                yield ag.StepStartedEvent(step_name=step_id)
+                return ag.StepStartedEvent(step_name=step_id)
             case StepFinished(step_id=step_id):
-                yield from self._close_text()
-                yield ag.StepFinishedEvent(step_name=step_id)
+                return ag.StepFinishedEvent(step_name=step_id)
             case ApprovalRequired(call_id=call_id, tool=tool, arguments=arguments, reason=reason):
-                yield from self._close_text()
                 value = {"tool_call_id": call_id, "tool": tool, "arguments": arguments, "reason": reason}
-                yield ag.CustomEvent(name="approval_required", value=value)
+                return ag.CustomEvent(name="approval_required", value=value)
             case RunFinished(outcome=outcome, output=output):
-                yield from self._close_text()
-                yield ag.RunFinishedEvent(
-                    thread_id=self.thread_id, run_id=self.run_id, result={"outcome": outcome, "output": output}
-                )
+                result = {"outcome": outcome, "output": output}
+                return ag.RunFinishedEvent(thread_id=self.thread_id, run_id=self.run_id, result=result)
             case RunError(code=code, message=message):
-                yield from self._close_text()
-                yield ag.RunErrorEvent(message=message, code=code)
+                return ag.RunErrorEvent(message=message, code=code)
             case _:
                 assert_never(event)
 
