@@ -1,0 +1,177 @@
+"""Sessions as files: ``{workspace}/tenants/{tenant_id}/sessions/{session_id}.json``.
+
+Writes are atomic (temp file in the same folder, fsync, rename) and the compare-and-set runs under
+an exclusive ``flock`` on ``sessions/.locks/{session_id}.lock``, so several runtime processes can
+share one workspace. Every blocking call runs in a worker thread, never in the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+from genworker.conversation.codec import decode_session, encode_session
+from genworker.conversation.errors import ConcurrentUpdateError, SessionError
+from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
+from genworker.conversation.store import check_owner, is_expired, newest_first
+from genworker.ids import PathEscapeError, is_inside, safe_join, validate_id
+
+__all__ = ["FileSessionStore"]
+
+log = logging.getLogger(__name__)
+
+_LOCKS = ".locks"
+
+
+class FileSessionStore:
+    def __init__(self, workspace_root: Path, *, clock: Callable[[], datetime] = utc_now) -> None:
+        self._root = Path(workspace_root)
+        self._clock = clock
+
+    def path_of(self, tenant_id: str, session_id: str) -> Path:
+        """The session's file (blocking: resolves symlinks); the ids are validated and the path must
+        stay inside the workspace."""
+        path = self._dir(tenant_id) / f"{validate_id(session_id, 'session id')}.json"
+        if not is_inside(self._root, path):
+            raise PathEscapeError(f"{path} resolves outside {self._root}")
+        return path
+
+    async def get(self, tenant_id: str, session_id: str) -> ConversationSession | None:
+        return await asyncio.to_thread(self._get, tenant_id, session_id)
+
+    async def save(self, session: ConversationSession, expected_version: int) -> ConversationSession:
+        return await asyncio.to_thread(self._save, session, expected_version)
+
+    async def list(self, tenant_id: str, worker_id: str | None = None) -> tuple[SessionSummary, ...]:
+        return await asyncio.to_thread(self._list, tenant_id, worker_id)
+
+    async def delete(self, tenant_id: str, session_id: str) -> bool:
+        return await asyncio.to_thread(self._delete, tenant_id, session_id)
+
+    async def purge_expired(self, tenant_id: str) -> int:
+        """Remove the files of expired sessions (they already read as absent); returns how many."""
+        return await asyncio.to_thread(self._purge, tenant_id)
+
+    # -- blocking parts, run in a worker thread ------------------------------------
+
+    def _dir(self, tenant_id: str) -> Path:
+        return safe_join(self._root, "tenants", validate_id(tenant_id, "tenant id"), "sessions")
+
+    def _load(self, path: Path, tenant_id: str, session_id: str) -> ConversationSession | None:
+        """The stored session even when expired; None when there is no file."""
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        return check_owner(decode_session(raw, str(path)), tenant_id, session_id, str(path))
+
+    def _read(self, path: Path, tenant_id: str, session_id: str) -> ConversationSession | None:
+        session = self._load(path, tenant_id, session_id)
+        return None if session is None or is_expired(session, self._clock()) else session
+
+    def _get(self, tenant_id: str, session_id: str) -> ConversationSession | None:
+        return self._read(self.path_of(tenant_id, session_id), tenant_id, session_id)
+
+    def _save(self, session: ConversationSession, expected_version: int) -> ConversationSession:
+        path = self.path_of(session.tenant_id, session.session_id)
+        with _locked(path):
+            current = self._read(path, session.tenant_id, session.session_id)
+            actual = current.version if current is not None else 0
+            if actual != expected_version:
+                raise ConcurrentUpdateError(session.session_id, expected_version, actual)
+            stored = replace(session, version=expected_version + 1)
+            _atomic_write(path, encode_session(stored, indent=2))
+        return stored
+
+    def _delete(self, tenant_id: str, session_id: str) -> bool:
+        path = self.path_of(tenant_id, session_id)
+        with _locked(path):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                return False
+        return True
+
+    def _list(self, tenant_id: str, worker_id: str | None) -> tuple[SessionSummary, ...]:
+        folder = self._dir(tenant_id)
+        prefix = f"{validate_id(worker_id, 'worker id')}." if worker_id is not None else ""
+        now = self._clock()
+        found = []
+        for path in _session_files(folder, prefix):
+            try:
+                session = self._load(path, tenant_id, path.name.removesuffix(".json"))
+            except SessionError as exc:
+                log.error("skipping unreadable session file: %s", exc)
+                continue
+            if session is None or is_expired(session, now):
+                continue
+            if worker_id is None or session.worker_id == worker_id:
+                found.append(summary_of(session))
+        return newest_first(found)
+
+    def _purge(self, tenant_id: str) -> int:
+        removed = 0
+        for path in _session_files(self._dir(tenant_id), ""):
+            with _locked(path):
+                try:
+                    session = self._load(path, tenant_id, path.name.removesuffix(".json"))
+                except SessionError:
+                    continue  # left for a human to look at
+                if session is not None and is_expired(session, self._clock()):
+                    path.unlink()
+                    removed += 1
+        return removed
+
+
+def _session_files(folder: Path, prefix: str) -> list[Path]:
+    """Regular session files; symlinks are never followed out of the folder."""
+    try:
+        paths = sorted(folder.iterdir())
+    except FileNotFoundError:
+        return []
+    return [
+        p
+        for p in paths
+        if p.name.endswith(".json") and p.name.startswith(prefix) and not p.name.startswith(".")
+        if p.is_file() and not p.is_symlink()
+    ]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive flock shared with every process using the same workspace."""
+    locks = path.parent / _LOCKS
+    locks.mkdir(parents=True, exist_ok=True)
+    fd = os.open(locks / f"{path.stem}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as tmp_file:
+            tmp_file.write(data)
+            tmp_file.flush()
+            os.fsync(tmp_file.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
