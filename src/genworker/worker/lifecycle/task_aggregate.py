@@ -1,0 +1,356 @@
+"""TaskLifecycle: the aggregate of a task and its run, and the only code that writes either.
+
+Every command reads the run under its lock, checks the move against `TRANSITIONS`, writes the
+new record (version + 1) and, when the run has ended, moves the manifest to tasks/done/.
+Runners, routers, heartbeat and confirmation flows call these commands and nothing else.
+Blocking file work runs in a worker thread (`asyncio.to_thread`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, assert_never
+
+from genworker.ids import PathEscapeError
+from genworker.worker.lifecycle.errors import (
+    IllegalTransition,
+    RunClosed,
+    RunExists,
+    TaskFileError,
+    TaskLifecycleError,
+)
+from genworker.worker.lifecycle.store import IdempotencyClaim, TaskStore
+from genworker.worker.task import (
+    Deliverable,
+    GoalStatus,
+    ModelUsage,
+    PendingApproval,
+    RunError,
+    RunFallback,
+    RunRecord,
+    RunRef,
+    RunState,
+    RunTimings,
+    StateChange,
+    TaskManifest,
+    ToolCallRecord,
+    can_transition,
+)
+
+if TYPE_CHECKING:  # keeps reading and writing runs free of the model stack
+    from genworker.engine.base import RunResult
+    from genworker.tools.base import ToolCall
+
+__all__ = ["RESTART_NOTE", "Clock", "TaskLifecycle"]
+
+log = logging.getLogger("genworker.worker.lifecycle")
+
+Clock = Callable[[], datetime]
+Change = Callable[[RunRecord, datetime], RunRecord | None]
+RESTART_NOTE = "runtime restarted while running"
+_RECOVERED = frozenset({RunState.RUNNING, RunState.EVALUATING})
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ms(start: datetime | None, end: datetime) -> float | None:
+    return None if start is None else round((end - start).total_seconds() * 1000, 3)
+
+
+def _timed(timings: RunTimings, target: RunState, now: datetime) -> RunTimings:
+    if target is RunState.RUNNING and timings.started_at is None:
+        return replace(timings, started_at=now, queue_ms=_ms(timings.queued_at, now))
+    if target.terminal:
+        return replace(
+            timings, finished_at=now, run_ms=_ms(timings.started_at, now), total_ms=_ms(timings.queued_at, now)
+        )
+    return timings
+
+
+def _advance(run: RunRecord, target: RunState, now: datetime, note: str = "") -> RunRecord:
+    """`run` moved to `target`: the transition checked, history and timings updated."""
+    if not can_transition(run.state, target):
+        raise IllegalTransition(run.ref, run.state, target)
+    return replace(
+        run,
+        state=target,
+        timings=_timed(run.timings, target, now),
+        history=(*run.history, StateChange(now, run.state, target, note)),
+        pending_approval=run.pending_approval if target is RunState.WAITING_APPROVAL else None,
+    )
+
+
+def _settled(run: RunRecord, result: RunResult, goal_status: GoalStatus | None, now: datetime) -> RunRecord:
+    """`run` after its engine returned `result` (see docs/runs.md, "Engine results")."""
+    run = replace(
+        run,
+        engine=result.engine or run.engine,
+        model_usage=(*run.model_usage, *(ModelUsage.from_record(r) for r in result.llm_calls)),
+        fallback=RunFallback.from_mapping(result.fallback) or run.fallback,
+        goal_status=goal_status or run.goal_status,
+    )
+    output = (Deliverable("text", content=result.output),) if result.output else ()
+    match result.status:
+        case "completed":
+            moved = _advance(run, RunState.COMPLETED, now)
+            return replace(moved, deliverables=(*run.deliverables, *output))
+        case "condition_stopped":
+            moved = _advance(run, RunState.COMPLETED, now, "stop condition met")
+            return replace(
+                moved, deliverables=(*run.deliverables, *output), goal_status=goal_status or GoalStatus.NOT_APPLICABLE
+            )
+        case "max_turns_exceeded":
+            moved = _advance(run, RunState.BUDGET_EXCEEDED, now, "max_turns_exceeded")
+            partial = tuple(replace(d, title="partial output") for d in output)
+            error = RunError("max_turns_exceeded", result.error or "the engine reached its turn limit")
+            return replace(moved, deliverables=(*run.deliverables, *partial), error=error)
+        case "approval_required":
+            if result.pending_approval is None:
+                raise TaskLifecycleError(f"run {run.ref}: approval_required result without a pending tool call")
+            return _waiting(run, result.pending_approval, result.error, now)
+        case "failed":
+            moved = _advance(run, RunState.FAILED, now, result.error_code)
+            return replace(moved, error=RunError(result.error_code or "engine_failed", result.error))
+        case _:
+            assert_never(result.status)
+
+
+def _waiting(run: RunRecord, call: ToolCall, reason: str, now: datetime) -> RunRecord:
+    pending = PendingApproval(call_id=call.id, tool=call.name, requested_at=now, reason=reason)
+    return replace(_advance(run, RunState.WAITING_APPROVAL, now, f"approval for {call.name}"), pending_approval=pending)
+
+
+class TaskLifecycle:
+    """Commands on tasks and runs under `workspace_root` (see docs/runs.md)."""
+
+    def __init__(self, workspace_root: Path, *, clock: Clock = _utc_now) -> None:
+        self._store = TaskStore(workspace_root)
+        self._clock = clock
+
+    def _now(self) -> datetime:
+        now = self._clock()
+        if now.utcoffset() is None:
+            raise ValueError("the lifecycle clock must return timezone-aware datetimes")
+        return now
+
+    # -- reads -------------------------------------------------------------------------
+
+    async def get_run(self, ref: RunRef) -> RunRecord:
+        return await asyncio.to_thread(self._store.read_run, ref)
+
+    async def get_manifest(self, tenant_id: str, worker_id: str, task_id: str) -> TaskManifest:
+        return await asyncio.to_thread(self._store.read_manifest, tenant_id, worker_id, task_id)
+
+    async def list_runs(
+        self, tenant_id: str, worker_id: str, *, limit: int = 50, offset: int = 0, before: datetime | None = None
+    ) -> list[RunRecord]:
+        """Newest first; `before` keeps runs queued strictly earlier (a cursor)."""
+        return await asyncio.to_thread(
+            lambda: self._store.list_runs(tenant_id, worker_id, limit=limit, offset=offset, before=before)
+        )
+
+    # -- creation ----------------------------------------------------------------------
+
+    async def persist_initial(self, manifest: TaskManifest) -> RunRecord:
+        """Write the manifest and its queued run. With an idempotency key that already made a run,
+        return that run instead (its run_id then differs from `manifest.run_id`)."""
+        return await asyncio.to_thread(self._persist_initial, manifest)
+
+    def _persist_initial(self, manifest: TaskManifest) -> RunRecord:
+        now = self._now()
+        key = manifest.provenance.idempotency_key
+        if key is None:
+            return self._create(manifest, now)
+        tenant, worker = manifest.tenant_id, manifest.worker_id
+        claim = IdempotencyClaim(key, manifest.run_id, manifest.task_id, now)
+        with self._store.claim_lock(tenant, worker, key):
+            existing = self._store.read_claim(tenant, worker, key)
+            if existing is not None:
+                if existing.key != key:
+                    path = self._store.claim_path(tenant, worker, key)
+                    raise TaskFileError(path, f"holds key {existing.key!r}, not {key!r} (digest collision)")
+                ref = RunRef(tenant, worker, existing.run_id)
+                if self._store.run_path(ref).exists():
+                    return self._store.read_run(ref)
+                # its claimer crashed before creating the run: the claim is stale
+                self._store.discard_claim(tenant, worker, key)
+            self._check_new(manifest)
+            if not self._store.claim_idempotency(tenant, worker, claim):
+                # only a writer that skipped the lock can get here; its claim wins
+                raise TaskLifecycleError(f"idempotency key {key!r} was claimed concurrently")
+            try:
+                return self._create(manifest, now)
+            except BaseException:
+                self._store.discard_claim(tenant, worker, key)
+                raise
+
+    def _check_new(self, manifest: TaskManifest) -> None:
+        ref = RunRef(manifest.tenant_id, manifest.worker_id, manifest.run_id)
+        if self._store.run_path(ref).exists():
+            raise RunExists(ref)
+
+    def _create(self, manifest: TaskManifest, now: datetime) -> RunRecord:
+        run = RunRecord(
+            run_id=manifest.run_id,
+            task_id=manifest.task_id,
+            tenant_id=manifest.tenant_id,
+            worker_id=manifest.worker_id,
+            thread_id=manifest.thread_id,
+            state=RunState.QUEUED,
+            timings=RunTimings(queued_at=now),
+            goal_status=GoalStatus.NOT_APPLICABLE if manifest.provenance.goal_id is None else GoalStatus.INCONCLUSIVE,
+            provenance=manifest.provenance,
+            skill_id=manifest.skill_id,
+            history=(StateChange(now, None, RunState.QUEUED),),
+        )
+        self._check_new(manifest)
+        self._store.create_manifest(manifest)
+        try:
+            self._store.create_run(run)
+        except BaseException:
+            self._store.discard_manifest(manifest)
+            raise
+        return run
+
+    # -- state changes -----------------------------------------------------------------
+
+    def _write(self, ref: RunRef, change: Change) -> tuple[RunRecord, bool]:
+        """Apply `change` under the run's lock; None from it means nothing to write. The manifest of
+        an ended run is moved to tasks/done/ (again, if a crash interrupted the first move)."""
+        with self._store.run_lock(ref):
+            run = self._store.read_run(ref)
+            new = change(run, self._now())
+            if new is not None:
+                run = replace(new, version=run.version + 1)
+                self._store.save_run(run)
+            if run.terminal and not self._store.finish_manifest(run.tenant_id, run.worker_id, run.task_id):
+                log.warning("run %s: manifest of task %s is missing", ref, run.task_id)
+            return run, new is not None
+
+    def _apply(self, ref: RunRef, change: Change) -> RunRecord:
+        return self._write(ref, change)[0]
+
+    async def _move(
+        self,
+        ref: RunRef,
+        target: RunState,
+        note: str = "",
+        *,
+        sources: frozenset[RunState] | None = None,
+        error: RunError | None = None,
+    ) -> RunRecord:
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            if sources is not None and run.state not in sources:
+                allowed = ", ".join(sorted(s.value for s in sources))
+                raise IllegalTransition(run.ref, run.state, target, f"only from {allowed}")
+            moved = _advance(run, target, now, note)
+            return moved if error is None else replace(moved, error=error)
+
+        return await asyncio.to_thread(self._apply, ref, change)
+
+    async def start(self, ref: RunRef) -> RunRecord:
+        """queued -> running."""
+        return await self._move(ref, RunState.RUNNING, "started", sources=frozenset({RunState.QUEUED}))
+
+    async def resume(self, ref: RunRef, *, approval_ref: str | None = None) -> RunRecord:
+        """waiting_approval | paused -> running; `approval_ref` records the approval that allowed it."""
+
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            if run.state not in (RunState.WAITING_APPROVAL, RunState.PAUSED):
+                raise IllegalTransition(run.ref, run.state, RunState.RUNNING, "only from waiting_approval, paused")
+            moved = _advance(run, RunState.RUNNING, now, "approved" if approval_ref else "resumed")
+            if approval_ref is None:
+                return moved
+            return replace(moved, provenance=replace(moved.provenance, approval_ref=approval_ref))
+
+        return await asyncio.to_thread(self._apply, ref, change)
+
+    async def wait_approval(self, ref: RunRef, call: ToolCall, reason: str = "") -> RunRecord:
+        """running -> waiting_approval on `call` (the run keeps no LLM slot while it waits)."""
+        return await asyncio.to_thread(self._apply, ref, lambda run, now: _waiting(run, call, reason, now))
+
+    async def pause(self, ref: RunRef, reason: str = "") -> RunRecord:
+        return await self._move(ref, RunState.PAUSED, reason)
+
+    async def evaluate(self, ref: RunRef) -> RunRecord:
+        """running -> evaluating (the protocol finished; an evaluator judges the goal)."""
+        return await self._move(ref, RunState.EVALUATING, "evaluating")
+
+    async def complete(self, ref: RunRef, result: RunResult, *, goal_status: GoalStatus | None = None) -> RunRecord:
+        """Settle the engine's `result` (from running or evaluating); see docs/runs.md for the mapping."""
+        return await asyncio.to_thread(self._apply, ref, lambda run, now: _settled(run, result, goal_status, now))
+
+    async def fail(self, ref: RunRef, code: str, message: str = "") -> RunRecord:
+        return await self._move(ref, RunState.FAILED, code, error=RunError(code, message))
+
+    async def exceed_budget(self, ref: RunRef, code: str, message: str = "") -> RunRecord:
+        return await self._move(ref, RunState.BUDGET_EXCEEDED, code, error=RunError(code, message))
+
+    async def cancel(self, ref: RunRef, reason: str = "") -> RunRecord:
+        return await self._move(ref, RunState.CANCELLED, reason)
+
+    async def interrupt(self, ref: RunRef, reason: str = "") -> RunRecord:
+        return await self._move(ref, RunState.INTERRUPTED, reason, error=RunError("interrupted", reason))
+
+    async def supersede(self, ref: RunRef, by_run_id: str) -> RunRecord:
+        return await self._move(ref, RunState.SUPERSEDED, f"superseded by {by_run_id}")
+
+    # -- facts recorded on a live run ------------------------------------------------
+
+    async def record_tool_call(self, ref: RunRef, call: ToolCallRecord) -> RunRecord:
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            if run.terminal:
+                raise RunClosed(run.ref, run.state, f"record tool call {call.call_id}")
+            return replace(run, tool_calls=(*run.tool_calls, call))
+
+        return await asyncio.to_thread(self._apply, ref, change)
+
+    async def add_deliverable(self, ref: RunRef, deliverable: Deliverable) -> RunRecord:
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            if run.terminal:
+                raise RunClosed(run.ref, run.state, "add a deliverable")
+            return replace(run, deliverables=(*run.deliverables, deliverable))
+
+        return await asyncio.to_thread(self._apply, ref, change)
+
+    # -- start-up ----------------------------------------------------------------------
+
+    async def recover_interrupted(self) -> list[RunRef]:
+        """Mark every run left running or evaluating `interrupted` and finish manifests of ended runs.
+
+        Nothing is re-run: a side-effecting step may have happened, so a person or a new trigger
+        decides. Queued, waiting_approval and paused runs are left as they are. Unreadable files
+        are logged and skipped so one bad file cannot stop the runtime from starting.
+        """
+        return await asyncio.to_thread(self._recover)
+
+    def _recover(self) -> list[RunRef]:
+        recovered: list[RunRef] = []
+        for tenant, worker in self._store.workers():
+            for ref in self._store.run_refs(tenant, worker):
+                try:
+                    if self._recover_one(ref):
+                        recovered.append(ref)
+                except (TaskFileError, PathEscapeError, OSError) as exc:
+                    log.error("run recovery skipped %s: %s", ref, exc)
+        return recovered
+
+    def _recover_one(self, ref: RunRef) -> bool:
+        _, changed = self._write(ref, _interrupted_by_restart)
+        if changed:
+            log.warning("run %s was running when the runtime stopped; marked interrupted", ref)
+        return changed
+
+
+def _interrupted_by_restart(run: RunRecord, now: datetime) -> RunRecord | None:
+    if run.state not in _RECOVERED:
+        return None
+    moved = _advance(run, RunState.INTERRUPTED, now, RESTART_NOTE)
+    return replace(moved, error=RunError("runtime_restarted", RESTART_NOTE))
