@@ -111,12 +111,15 @@ def test_missing_workspace_starts_but_is_not_ready(tmp_path: Path) -> None:
 def test_health_degraded_when_governance_is_required_but_missing(
     tmp_path: Path, small_workspace: Callable[..., Path]
 ) -> None:
-    with serve(tmp_path, small_workspace(), WORKER_GOVERNANCE_REQUIRED="true", **MODEL) as client:
+    # no workspace: policy snapshots cannot be recorded, so the governance stage is not ready
+    with serve(tmp_path, tmp_path / "nowhere", WORKER_GOVERNANCE_REQUIRED="true", **MODEL) as client:
         response = client.get("/health")
         assert response.status_code == 200
         body = response.json()
         assert body["status"] == "degraded"
         assert body["reasons"][0]["code"] == "governance_dependency_missing"
+    with serve(tmp_path, small_workspace(), WORKER_GOVERNANCE_REQUIRED="true", **MODEL) as client:
+        assert client.get("/health").json() == {"status": "ok", "reasons": []}
 
 
 def test_debug_runtime_reports_profile_components_and_backends(
@@ -128,8 +131,16 @@ def test_debug_runtime_reports_profile_components_and_backends(
         debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
     assert debug["profile"] == "local"
     assert debug["default_workers"] == {"acme": "acme/alice"}
-    assert set(debug["components"]) == {"workspace", "redis", "llm", "task_governance", "tools", "hot_reload"}
-    assert "file_read" in debug["components"]["tools"]["details"]["builtin"]
+    assert set(debug["components"]) == {
+        "workspace",
+        "redis",
+        "llm",
+        "task_governance",
+        "tools",
+        "sandbox",
+        "hot_reload",
+    }
+    assert {"file_read", "bash_execute", "execute_code"} <= set(debug["components"]["tools"]["details"]["tools"])
     assert debug["components"]["redis"]["status"] == "disabled"
     assert debug["components"]["hot_reload"]["status"] == "disabled"
     assert debug["backends"]["workspace"] == "filesystem"

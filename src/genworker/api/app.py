@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from genworker import __version__
 from genworker.api.auth import install_cors
 from genworker.api.errors import install_error_handlers
-from genworker.api.routes import debug, health
+from genworker.api.routes import chat, debug, health, openai_compat, ops, runs
 from genworker.runtime.composition import build_runtime
 from genworker.settings import Settings, load_settings
 
@@ -41,4 +41,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     install_cors(app, (settings or load_settings()).cors_origins)  # middleware is fixed before start-up
     app.include_router(health.router)
     app.include_router(debug.router)
+    app.include_router(chat.router)
+    app.include_router(openai_compat.router)
+    app.include_router(runs.router)
+    app.include_router(ops.router)
     return app

@@ -9,17 +9,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
+import redis.asyncio as aioredis
 
+from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.tools import ToolRuntime
 from genworker.settings import Settings
+from genworker.worker.confirmations import ConfirmationStore
+from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
+from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.router import WorkerRouter
+from genworker.worker.skill_matcher import SkillMatcher
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.workspace.watcher import WorkspaceWatcher
@@ -41,12 +50,18 @@ class Runtime:
     components: dict[str, ComponentRuntimeStatus] = field(default_factory=dict)
     redis: redis.Redis | None = None
     watcher: WorkspaceWatcher | None = None
+    router: WorkerRouter | None = None
+    background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
+        self.router = build_router(self)
+        recovered = await self.router.tasks.recover_interrupted()
+        if recovered:
+            log.warning("[Runtime] %d runs left running by a previous process are now interrupted", len(recovered))
         await self.tools.start(
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
@@ -85,6 +100,9 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        for run in list(self.background):
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
         await self.tools.stop()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
@@ -210,7 +228,7 @@ def build_runtime(settings: Settings) -> Runtime:
         registry=registry,
         model=llm.config.state,
         llm=llm,
-        tools=ToolRuntime(registry.root),
+        tools=ToolRuntime(registry.root, _script_dir(settings)),
     )
     steps: list[tuple[str, Callable[[Runtime], ComponentRuntimeStatus]]] = [
         ("workspace", _workspace),
@@ -218,6 +236,7 @@ def build_runtime(settings: Settings) -> Runtime:
         ("llm", _llm),
         ("task_governance", _governance),
         ("tools", _tools),
+        ("sandbox", _sandbox),
         ("hot_reload", _hot_reload),
     ]
     for name, build in steps:
@@ -229,6 +248,26 @@ def build_runtime(settings: Settings) -> Runtime:
                 name, ComponentStatus.FAILED, f"{type(exc).__name__}: {exc}"
             )
     return runtime
+
+
+def build_router(runtime: Runtime) -> WorkerRouter:
+    """The pipeline's parts, each with the backend the profile chose (files, or Redis)."""
+    root = runtime.registry.root
+    url = runtime.settings.redis_url
+    aredis = aioredis.Redis.from_url(url) if runtime.redis is not None and url else None
+    store: SessionStore = RedisSessionStore(aredis) if aredis is not None else FileSessionStore(root)
+    confirmations = ConfirmationStore(root)
+    return WorkerRouter(
+        registry=runtime.registry,
+        llm=runtime.llm,
+        tools=runtime.tools,
+        sessions=SessionManager(store),
+        queue=ThreadQueue(aredis),
+        tasks=TaskLifecycle(root),
+        governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations)),
+        confirmations=confirmations,
+        matcher=SkillMatcher(),
+    )
 
 
 def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:
@@ -289,19 +328,51 @@ def _llm(runtime: Runtime) -> ComponentRuntimeStatus:
 
 
 def _governance(runtime: Runtime) -> ComponentRuntimeStatus:
+    from genworker.worker.governance.decision_table import TABLE_VERSION
+
+    folder = runtime.registry.root / "tenants"
+    if not os.access(folder, os.W_OK):
+        reason = f"{folder} is not writable: policy snapshots cannot be recorded"
+        return ComponentRuntimeStatus("task_governance", ComponentStatus.FAILED, reason, "filesystem")
     return ComponentRuntimeStatus(
-        "task_governance", ComponentStatus.DISABLED, "the task governance stage is not part of this build yet"
+        "task_governance", ComponentStatus.READY, "", "filesystem", {"decision_table_version": TABLE_VERSION}
     )
+
+
+def _script_dir(settings: Settings) -> Path | None:
+    raw = settings.get("SCRIPT_TOOL_DIR")
+    if not raw:
+        return None
+    path = Path(raw)
+    return path if path.is_absolute() else settings.configs_dir.parent / path
 
 
 def _tools(runtime: Runtime) -> ComponentRuntimeStatus:
-    from genworker.tools.builtin import builtin_tools
+    from genworker.tools.pipeline import ToolPipeline
 
-    names = sorted(t.spec.name for t in builtin_tools())
-    sidecars = [str(p) for p in runtime.tools.effects.sidecars]
-    return ComponentRuntimeStatus(
-        "tools", ComponentStatus.READY, "", "builtin", {"builtin": names, "effect_sidecars": sidecars}
-    )
+    scripts = runtime.tools.script_tools(ToolPipeline())
+    names = sorted({t.spec.name for t in runtime.tools.builtin()} | {t.spec.name for t in scripts})
+    details = {
+        "tools": names,
+        "effect_sidecars": [str(p) for p in runtime.tools.effects.sidecars],
+        "script_tool_dir": str(runtime.tools.script_dir or ""),
+        "script_tool_issues": list(runtime.tools.script_issues),
+    }
+    if runtime.tools.script_issues:
+        reason = f"{len(runtime.tools.script_issues)} script tools refused; first: {runtime.tools.script_issues[0]}"
+        return ComponentRuntimeStatus("tools", ComponentStatus.DEGRADED, reason, "builtin+scripts", details)
+    return ComponentRuntimeStatus("tools", ComponentStatus.READY, "", "builtin", details)
+
+
+def _sandbox(runtime: Runtime) -> ComponentRuntimeStatus:
+    from genworker.tools.sandbox import sandbox_status
+
+    status = sandbox_status()
+    isolation = str(status.get("isolation", ""))
+    if isolation == "bwrap":
+        return ComponentRuntimeStatus("sandbox", ComponentStatus.READY, "", isolation, status)
+    reason = str(status.get("reason") or f"bubblewrap unavailable; isolation is {isolation}")
+    return ComponentRuntimeStatus("sandbox", ComponentStatus.DEGRADED, reason, isolation, status)
 
 
 def _hot_reload(runtime: Runtime) -> ComponentRuntimeStatus:

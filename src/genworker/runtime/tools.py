@@ -12,11 +12,15 @@ from pydantic import SecretStr
 
 from genworker.runtime.status import ComponentRuntimeStatus
 from genworker.tools.audit import WorkerAuditSink
+from genworker.tools.base import Tool
 from genworker.tools.builtin import builtin_tools
+from genworker.tools.builtin.bash import bash_execute_tool
+from genworker.tools.builtin.execute_code import execute_code_tool
 from genworker.tools.context import Posture, ToolScope
 from genworker.tools.effects import EffectResolver, EffectTable
 from genworker.tools.mcp.config import MCPServerConfig
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.script_tools import scan_script_tools
 from genworker.workspace.models import Tenant
 from genworker.workspace.snapshot import Worker
 
@@ -34,14 +38,20 @@ class WorkerTools:
 
 
 class ToolRuntime:
-    def __init__(self, workspace_root: Path) -> None:
+    def __init__(self, workspace_root: Path, script_dir: Path | None = None) -> None:
         self.root = workspace_root
+        self.script_dir = script_dir
+        self.script_issues: tuple[str, ...] = ()
         self.effects = EffectResolver(workspace_root)
         self.audit = WorkerAuditSink(workspace_root)
         self._workers: dict[tuple[str, str], WorkerTools] = {}
 
     def worker_dir(self, worker: Worker) -> Path:
         return self.root / "tenants" / worker.tenant_id / "workers" / worker.worker_id
+
+    def builtin(self) -> list[Tool]:
+        """The builtin tools every worker's pipeline has (execute_code unbound: names only)."""
+        return [*builtin_tools(), bash_execute_tool(), execute_code_tool(ToolPipeline)]
 
     def pipeline_for(self, worker: Worker) -> ToolPipeline:
         return self._tools(worker).pipeline
@@ -50,8 +60,19 @@ class ToolRuntime:
         tools = self._workers.get(worker.key)
         if tools is None:
             pipeline = ToolPipeline(builtin_tools(), effects=self.effects, audit=self.audit)
+            pipeline.register(bash_execute_tool())
+            pipeline.register(execute_code_tool(lambda: pipeline))  # its tool calls come back through here
+            for script in self.script_tools(pipeline):
+                pipeline.register(script)
             tools = self._workers[worker.key] = WorkerTools(pipeline)
         return tools
+
+    def script_tools(self, pipeline: ToolPipeline) -> list[Tool]:
+        if self.script_dir is None:
+            return []
+        scan = scan_script_tools(self.script_dir, executor=lambda: pipeline)
+        self.script_issues = tuple(str(i) for i in scan.issues)
+        return list(scan.tools)
 
     def mcp_configs(self, tenant: Tenant, worker: Worker) -> tuple[MCPServerConfig, ...]:
         """Tenant servers, then the worker's (a worker entry replaces a tenant one of the same name);

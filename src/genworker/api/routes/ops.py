@@ -1,0 +1,52 @@
+"""Operator views scoped to the caller's tenant: an overview and a reload."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from genworker.api.auth import principal_worker, require_principal
+from genworker.api.deps import get_runtime
+from genworker.auth import Principal
+from genworker.runtime.composition import Runtime
+
+router = APIRouter(prefix="/api/v1/worker/ops", tags=["ops"])
+
+Auth = Annotated[Principal, Depends(require_principal)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+@router.get("/overview", summary="The tenant's workers, their status and recent runs")
+async def overview(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    described = runtime.registry.describe()["tenants"].get(principal.tenant_id, {})
+    workers = {w: v for w, v in described.get("workers", {}).items() if principal.can_use(w)}
+    return {
+        "tenant_id": principal.tenant_id,
+        "workspace_version": runtime.registry.version,
+        "default_worker": described.get("default_worker"),
+        "workers": workers,
+    }
+
+
+class ReloadRequest(BaseModel):
+    worker_id: str | None = None  # omit: reload the whole tenant
+
+
+@router.post("/reload", summary="Reload the tenant, or one worker, from the workspace files")
+async def reload(body: ReloadRequest, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    if body.worker_id is None:
+        outcome = await asyncio.to_thread(runtime.registry.reload_tenant, principal.tenant_id)
+    else:
+        tenant_id, worker_id = principal_worker(principal, body.worker_id)
+        outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker_id)
+    return {
+        "target": outcome.target,
+        "version": outcome.version,
+        "ok": outcome.ok,
+        "kept_last_good": outcome.kept_last_good,
+        "removed": outcome.removed,
+        "errors": [e.as_dict() for e in outcome.errors],
+    }

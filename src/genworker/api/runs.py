@@ -1,0 +1,59 @@
+"""Starting a routed run in the background and reading its events: a client that goes away
+does not stop the run, which still ends in a recorded state."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from genworker.api.errors import ApiError
+from genworker.runtime.composition import Runtime
+from genworker.worker.router import RouteAccepted, RouteError, RouteRequest, RouterEvent, WorkerRouter
+
+__all__ = ["RunHandle", "start_run"]
+
+_END = object()
+
+
+@dataclass
+class RunHandle:
+    accepted: RouteAccepted
+    _events: asyncio.Queue[object]
+
+    async def events(self) -> AsyncIterator[RouterEvent]:
+        while (event := await self._events.get()) is not _END:
+            if isinstance(event, BaseException):
+                raise event
+            yield event  # type: ignore[misc]
+
+
+def router_of(runtime: Runtime) -> WorkerRouter:
+    if runtime.router is None:
+        raise ApiError(503, "not_ready", "the runtime is still starting")
+    return runtime.router
+
+
+async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
+    """Route `req`; errors before the run is accepted become 4xx API errors."""
+    stream = router_of(runtime).route_stream(req)
+    try:
+        first = await anext(stream)
+    except RouteError as exc:
+        raise ApiError(exc.status, exc.code, str(exc)) from None
+    assert isinstance(first, RouteAccepted)
+    events: asyncio.Queue[object] = asyncio.Queue()
+
+    async def pump() -> None:
+        try:
+            async for event in stream:
+                await events.put(event)
+        except Exception as exc:  # surfaces to the reader; the run record has the failure
+            await events.put(exc)
+        finally:
+            await events.put(_END)
+
+    task = asyncio.create_task(pump(), name=f"run:{first.run_id}")
+    runtime.background.add(task)
+    task.add_done_callback(runtime.background.discard)
+    return RunHandle(first, events)

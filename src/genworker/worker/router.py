@@ -1,0 +1,341 @@
+"""WorkerRouter: every entry's one path to an engine (seed §3.3 steps 1-12, in order).
+
+resolve tenant/worker/thread -> per-thread turn (FIFO) -> TaskGovernanceStage (manifest,
+snapshots, decision) -> persist the task -> blocked: fail | gated: confirmation | auto:
+SkillMatcher -> tool scope by posture -> context under budget -> engine -> results back to
+the run record and the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from genworker.conversation import AssistantMessage, SessionManager, ThreadQueue, UserMessage, to_model_messages
+from genworker.conversation.models import ConversationSession
+from genworker.engine.base import EngineDeps, EngineRequest, RunResult
+from genworker.engine.dispatcher import EngineDispatcher
+from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, ToolCallResult
+from genworker.llm.client import LLMClient
+from genworker.runtime.tools import ToolRuntime
+from genworker.tools.base import ToolCall
+from genworker.worker.confirmations import ConfirmationStore
+from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
+from genworker.worker.context.models import ManagedContext
+from genworker.worker.governance import GovernanceInput, GovernanceOutcome, TaskGovernanceStage
+from genworker.worker.governance.models import SourceType
+from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.skill_matcher import SkillMatcher, UnknownSkillError
+from genworker.worker.task import (
+    GovernanceVerdict,
+    RunRecord,
+    RunRef,
+    TaskManifest,
+    TaskProvenance,
+    ToolCallRecord,
+)
+from genworker.workspace.registry import WorkspaceRegistry
+from genworker.workspace.snapshot import Worker
+
+__all__ = ["RouteAccepted", "RouteDone", "RouteError", "RouteRequest", "RouterEvent", "WorkerRouter"]
+
+Message = Mapping[str, Any]
+
+
+class RouteError(Exception):
+    """The request cannot be routed (4xx): unknown worker, unknown skill, bad thread id."""
+
+    def __init__(self, code: str, message: str, status: int = 404) -> None:
+        self.code, self.status = code, status
+        super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    tenant_id: str  # always from the credential, never from the body
+    worker_id: str
+    text: str
+    source_type: SourceType = "chat"
+    source_id: str | None = None
+    thread_id: str | None = None
+    conversational: bool = True  # keep history in the thread session
+    skill_id: str | None = None
+    duty_id: str | None = None
+    trigger_id: str | None = None
+    goal_id: str | None = None
+    approval_ref: str | None = None
+    history: tuple[Message, ...] = ()  # stateless callers (OpenAI-compatible) send their own
+
+
+@dataclass(frozen=True, slots=True)
+class RouteAccepted:
+    thread_id: str
+    run_id: str
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDone:
+    result: RunResult
+    record: RunRecord
+
+
+RouterEvent = RouteAccepted | EngineEvent | RouteDone
+
+
+@dataclass
+class WorkerRouter:
+    registry: WorkspaceRegistry
+    llm: LLMClient
+    tools: ToolRuntime
+    sessions: SessionManager
+    queue: ThreadQueue
+    tasks: TaskLifecycle
+    governance: TaskGovernanceStage
+    confirmations: ConfirmationStore
+    matcher: SkillMatcher
+    context_config: ContextWindowConfig | None = None
+
+    def resolve(self, tenant_id: str, worker_id: str) -> Worker:
+        worker = self.registry.worker(tenant_id, worker_id)
+        if worker is None:
+            raise RouteError("worker_not_found", f"no worker {worker_id!r}")
+        return worker
+
+    async def route_stream(self, req: RouteRequest) -> AsyncIterator[RouterEvent]:
+        worker = self.resolve(req.tenant_id, req.worker_id)
+        if req.skill_id is not None and req.skill_id not in worker.skills:
+            raise RouteError("skill_not_found", f"worker {req.worker_id!r} has no skill {req.skill_id!r}", 422)
+        session = await self._session(req)
+        thread_id = session.thread_id if session is not None else (req.thread_id or f"task{uuid.uuid4().hex[:12]}")
+        run_id, task_id = f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}"
+        yield RouteAccepted(thread_id, run_id, task_id)
+        async with self.queue.turn(req.tenant_id, thread_id, run_id):
+            async for event in self._run(req, worker, session, thread_id, run_id, task_id):
+                yield event
+
+    async def _session(self, req: RouteRequest) -> ConversationSession | None:
+        if not req.conversational:
+            return None
+        try:
+            return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, req.thread_id)
+        except ValueError as exc:
+            raise RouteError("invalid_thread_id", str(exc), 422) from None
+
+    async def _run(
+        self,
+        req: RouteRequest,
+        worker: Worker,
+        session: ConversationSession | None,
+        thread_id: str,
+        run_id: str,
+        task_id: str,
+    ) -> AsyncIterator[RouterEvent]:
+        state = self.registry.tenant(req.tenant_id)
+        assert state is not None
+        tenant = state.tenant
+        outcome = await self.governance.evaluate_async(
+            GovernanceInput(
+                tenant,
+                worker,
+                req.text,
+                req.source_type,
+                req.source_id,
+                req.duty_id,
+                req.trigger_id,
+                req.goal_id,
+                req.skill_id,
+                approval_ref=req.approval_ref,
+            )
+        )
+        manifest = self._manifest(req, outcome, thread_id, run_id, task_id)
+        ref = RunRef(req.tenant_id, req.worker_id, run_id)
+        await self.tasks.persist_initial(manifest)
+        decision = outcome.decision
+        if decision.action == "blocked":
+            message = (
+                "; ".join(r.message for r in decision.reasons if r.code not in ("default",)) or "blocked by policy"
+            )
+            record = await self.tasks.fail(ref, "governance_blocked", message)
+            yield RunError(run_id, "governance_blocked", message)
+            yield RouteDone(RunResult("failed", error_code="governance_blocked", error=message), record)
+            return
+        await self.tasks.start(ref)
+        if decision.action == "gated":
+            async for event in self._gate(req, manifest, outcome, ref):
+                yield event
+            return
+        try:
+            match = self.matcher.match(
+                worker,
+                req.text,
+                skill_id=req.skill_id,
+                duty_skill_hint=outcome.manifest.skill_hint,
+                preferred_skill_ids=outcome.manifest.preferred_skill_ids,
+            )
+        except UnknownSkillError as exc:
+            match = None
+            error = str(exc)
+        if match is None or match.skill is None:
+            message = error if match is None else f"worker {worker.worker_id!r} has no skill for this request"
+            record = await self.tasks.fail(ref, "no_skill", message)
+            yield RunError(run_id, "no_skill", message)
+            yield RouteDone(RunResult("failed", error_code="no_skill", error=message), record)
+            return
+        scope = self.tools.scope(tenant, worker, run_id, posture=decision.posture)
+        history = to_model_messages(self.sessions.history(session)) if session is not None else req.history
+        context = await build_managed_context(
+            worker,
+            req.text,
+            history,
+            config=self.context_config,
+            llm=self.llm,
+            provenance=manifest.provenance,
+            thread_id=thread_id,
+        )
+        engine_req = EngineRequest(run_id, match.skill, context.task, scope)
+        result: RunResult | None = None
+        async for item in self._engine(engine_req, context, ref):
+            if isinstance(item, RunResult):
+                result = item
+            else:
+                yield item
+        assert result is not None
+        record = await self.tasks.complete(ref, result)
+        if session is not None and result.status == "completed":
+            await self.sessions.append(
+                session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
+            )
+        yield RouteDone(result, record)
+
+    async def _engine(
+        self, engine_req: EngineRequest, context: ManagedContext, ref: RunRef
+    ) -> AsyncIterator[EngineEvent | RunResult]:
+        """Run the engine, streaming its events; one reactive retry on a provider context overflow."""
+        for attempt in (1, 2):
+            sink = _EventSink(hold_overflow=attempt == 1)
+            dispatcher = EngineDispatcher(
+                EngineDeps(self.llm, self.tools.pipeline_for(self.resolve(ref.tenant_id, ref.worker_id)))
+            )
+            task = asyncio.create_task(self._dispatch(dispatcher, _with_context(engine_req, context), sink))
+            while (event := await sink.events.get()) is not None:
+                if isinstance(event, ToolCallResult):
+                    kind = "needs_approval" if event.outcome == "approval_required" else event.outcome
+                    await self.tasks.record_tool_call(ref, ToolCallRecord(event.name, event.call_id, kind))
+                yield event
+            result = await task
+            if result.error_code == "context_overflow" and attempt == 1:
+                smaller = compact_for_overflow(context)
+                if smaller.total_tokens < context.total_tokens:
+                    context = smaller
+                    continue
+                for event in sink.held:
+                    yield event
+            yield result
+            return
+
+    @staticmethod
+    async def _dispatch(dispatcher: EngineDispatcher, req: EngineRequest, sink: _EventSink) -> RunResult:
+        try:
+            return await dispatcher.run(req, sink.emit)
+        finally:
+            await sink.events.put(None)
+
+    async def _gate(
+        self, req: RouteRequest, manifest: TaskManifest, outcome: GovernanceOutcome, ref: RunRef
+    ) -> AsyncIterator[RouterEvent]:
+        reasons = tuple(f"{r.code}: {r.message}" for r in outcome.decision.reasons)
+        confirmation = await asyncio.to_thread(
+            self.confirmations.create,
+            tenant_id=req.tenant_id,
+            worker_id=req.worker_id,
+            run_id=ref.run_id,
+            task_id=manifest.task_id,
+            thread_id=manifest.thread_id or "",
+            text=req.text,
+            skill_id=req.skill_id,
+            gate_ref=outcome.gate_ref,
+            reasons=reasons,
+        )
+        reason = "; ".join(r.message for r in outcome.decision.reasons if r.code != "default")
+        call = ToolCall(confirmation.confirmation_id, "task", {"text": req.text})
+        record = await self.tasks.wait_approval(ref, call, reason)
+        yield ApprovalRequired(confirmation.confirmation_id, "task", req.text, reason)
+        yield RunFinished(ref.run_id, "approval_required", "")
+        pending = RunResult("approval_required", pending_approval=call, error=reason)
+        yield RouteDone(pending, record)
+
+    @staticmethod
+    def _manifest(
+        req: RouteRequest, outcome: GovernanceOutcome, thread_id: str, run_id: str, task_id: str
+    ) -> TaskManifest:
+        m, d = outcome.manifest, outcome.decision
+        verdict = GovernanceVerdict(d.action, d.posture, d.risk_tier, tuple(str(r) for r in d.reasons))
+        provenance = TaskProvenance(
+            source_type=m.source_type,
+            source_id=m.source_id,
+            goal_id=m.goal_id,
+            duty_id=m.duty_id,
+            trigger_id=m.trigger_id,
+            process_id=m.process_id,
+            step_id=m.step_id,
+            contract_version=m.contract_version,
+            contract_snapshot_ref=m.contract_snapshot_ref,
+            policy_snapshot_ref=m.policy_snapshot_ref,
+            governance_decision=verdict,
+            approval_ref=m.approval_ref,
+        )
+        return TaskManifest(
+            task_id=task_id,
+            run_id=run_id,
+            tenant_id=req.tenant_id,
+            worker_id=req.worker_id,
+            text=req.text,
+            created_at=datetime.now(UTC),
+            thread_id=thread_id,
+            skill_id=req.skill_id,
+            preferred_skill_ids=tuple(m.preferred_skill_ids),
+            provenance=provenance,
+            gate_level="gated" if d.action == "gated" else "auto",
+        )
+
+
+class _EventSink:
+    """Where the engine's events go; a first attempt's context_overflow error is held back,
+    because the reactive retry may still succeed."""
+
+    def __init__(self, *, hold_overflow: bool) -> None:
+        self.events: asyncio.Queue[EngineEvent | None] = asyncio.Queue()
+        self.held: list[EngineEvent] = []
+        self.hold_overflow = hold_overflow
+
+    async def emit(self, event: EngineEvent) -> None:
+        if self.hold_overflow and isinstance(event, RunError) and event.code == "context_overflow":
+            self.held.append(event)
+            return
+        await self.events.put(event)
+
+
+def _with_context(req: EngineRequest, context: ManagedContext) -> EngineRequest:
+    """`req` with the assembled prompt: system text, history and task from `context`."""
+    return EngineRequest(
+        req.run_id, req.skill, context.task, req.scope, context.system_prompt, tuple(context.history), req.purpose
+    )
+
+
+def history_from_openai(messages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[Message, ...]]:
+    """(the last user message, everything before it) from an OpenAI-style messages list."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "user":
+            content = messages[index].get("content")
+            text = (
+                content
+                if isinstance(content, str)
+                else " ".join(part.get("text", "") for part in content or () if isinstance(part, Mapping))
+            )
+            return text, tuple(dict(m) for m in messages[:index])
+    raise RouteError("validation_error", "messages must contain a user message", 422)

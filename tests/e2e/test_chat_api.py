@@ -1,0 +1,252 @@
+"""The whole pipeline over real HTTP: uvicorn on a free port, LiteLLM to the scripted model
+server, real API keys, real files. AG-UI events are validated with the protocol's own models."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import openai
+import pytest
+from ag_ui.core import Event
+from pydantic import TypeAdapter
+
+from genworker.api.app import create_app
+from genworker.auth import ApiKeyStore
+from genworker.settings import load_settings
+from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply
+from genworker.testing.live_server import LiveServer
+from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.task import RunRef, RunState, TaskManifest
+
+AGUI: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+@pytest.fixture
+def workspace(small_workspace: Callable[..., Path]) -> Path:
+    return small_workspace({"acme": ["alice", "bob"], "globex": ["gina"]})
+
+
+@contextmanager
+def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
+    configs = tmp_path / "configs"
+    configs.mkdir(exist_ok=True)
+    env = {
+        "GENWORKER_LLM_MODEL": "openai/scripted",
+        "GENWORKER_LLM_API_BASE": model.base_url,
+        "GENWORKER_LLM_API_KEY": "k",
+        "GENWORKER_HOT_RELOAD": "false",
+    }
+    with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
+        yield server
+
+
+def key(workspace: Path, tenant: str, workers: list[str] | None = None) -> str:
+    return ApiKeyStore(workspace).create(tenant, workers)[1]
+
+
+def sse_events(response: httpx.Response) -> list[dict[str, Any]]:
+    return [json.loads(line[5:]) for line in response.iter_lines() if line.startswith("data:")]
+
+
+def chat(
+    server: LiveServer, api_key: str, body: dict[str, Any], path: str = "/api/v1/chat/stream"
+) -> list[dict[str, Any]]:
+    with httpx.stream(
+        "POST", server.url + path, json=body, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
+    ) as r:
+        assert r.status_code == 200, r.read()
+        return sse_events(r)
+
+
+def test_chat_streams_a_tool_call_and_answer_as_valid_agui(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    (workspace / "tenants/acme/workers/alice/files").mkdir()
+    (workspace / "tenants/acme/workers/alice/files/notes.md").write_text("buy milk", encoding="utf-8")
+    model_server.expect(
+        Reply("Looking.", tool_calls=(ToolCallReply("file_read", {"path": "files/notes.md"}, "c1"),)),
+        Reply("Your note says: buy milk."),
+    )
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        events = chat(server, api_key, {"worker_id": "alice", "message": "What does my note say?"})
+    parsed = [AGUI.validate_python(e) for e in events]  # every event valid per the AG-UI models
+    types = [e["type"] for e in events]
+    assert types[0] == "RUN_STARTED" and types[-1] == "RUN_FINISHED"
+    assert types.index("TOOL_CALL_START") < types.index("TOOL_CALL_ARGS") < types.index("TOOL_CALL_END")
+    assert types.index("TOOL_CALL_END") < types.index("TOOL_CALL_RESULT")
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert "buy milk" in result["content"]
+    text = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text.endswith("Your note says: buy milk.")
+    assert types.count("TEXT_MESSAGE_START") == types.count("TEXT_MESSAGE_END")
+    assert len(parsed) == len(events)
+
+
+def test_provider_failure_is_run_error_and_a_failed_run(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Fail(500), Fail(500))  # standard, then fast
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})
+        run_id = events[0]["runId"]
+        run = httpx.get(
+            f"{server.url}/api/v1/workers/alice/runs/{run_id}", headers={"Authorization": f"Bearer {api_key}"}
+        ).json()
+    types = [e["type"] for e in events]
+    assert types[-1] == "RUN_ERROR" and "TEXT_MESSAGE_CONTENT" not in types
+    assert events[-1]["code"] == "provider_error"
+    assert run["state"] == "failed" and run["error"]["code"] == "provider_error"
+
+
+def test_thread_history_survives_a_restart(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
+    api_key = key(workspace, "acme")
+    model_server.expect(Reply("Nice to meet you, Ann."))
+    with serve(tmp_path, workspace, model_server) as server:
+        first = chat(server, api_key, {"worker_id": "alice", "message": "I am Ann."})
+    thread_id = first[0]["threadId"]
+
+    def sees_history(body: dict[str, Any]) -> None:
+        contents = [m.get("content") for m in body["messages"]]
+        assert "I am Ann." in contents and "Nice to meet you, Ann." in contents
+
+    model_server.expect(Reply("You are Ann.", check=sees_history))
+    with serve(tmp_path, workspace, model_server) as server:  # a new server process over the same files
+        second = chat(server, api_key, {"worker_id": "alice", "thread_id": thread_id, "message": "Who am I?"})
+        tasks = httpx.get(
+            f"{server.url}/api/v1/chat/{thread_id}/tasks", headers={"Authorization": f"Bearer {api_key}"}
+        ).json()
+    assert second[0]["threadId"] == thread_id
+    assert [t["state"] for t in tasks["tasks"]] == ["completed", "completed"]
+
+
+def test_a_run_left_running_by_a_crash_is_interrupted_at_start(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    from datetime import UTC, datetime
+
+    lifecycle = TaskLifecycle(workspace)
+    manifest = TaskManifest("task_x", "run_x", "acme", "alice", "half done", datetime.now(UTC))
+    ref = RunRef("acme", "alice", "run_x")
+    asyncio.run(lifecycle.persist_initial(manifest))
+    asyncio.run(lifecycle.start(ref))
+    with serve(tmp_path, workspace, model_server):
+        pass
+    run = asyncio.run(lifecycle.get_run(ref))
+    assert run.state is RunState.INTERRUPTED
+
+
+def test_official_openai_client_sync_async_and_streaming(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    api_key = key(workspace, "acme")
+    model_server.expect(Reply("sync answer"), Reply("async answer"), Reply("streamed answer here"))
+    with serve(tmp_path, workspace, model_server) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key=api_key)
+        models = client.models.list()
+        assert sorted(m.id for m in models.data) == ["alice", "bob"]
+        done = client.chat.completions.create(model="alice", messages=[{"role": "user", "content": "hi"}])
+        assert done.choices[0].message.content == "sync answer"
+        assert done.choices[0].finish_reason == "stop" and done.usage is not None and done.usage.total_tokens > 0
+
+        async def run_async() -> str:
+            async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key=api_key) as aclient:
+                answer = await aclient.chat.completions.create(
+                    model="acme/alice", messages=[{"role": "user", "content": "hi"}]
+                )
+                return answer.choices[0].message.content or ""
+
+        assert asyncio.run(run_async()) == "async answer"
+        stream = client.chat.completions.create(
+            model="alice",
+            messages=[{"role": "user", "content": "hi"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks = list(stream)
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == "streamed answer here"
+        assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+        assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+
+
+def test_a_tenant_key_reaches_nothing_of_another_tenant(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    acme, globex = key(workspace, "acme"), key(workspace, "globex")
+    model_server.expect(Reply("for gina"))
+    with serve(tmp_path, workspace, model_server) as server:
+        gina = chat(server, globex, {"worker_id": "gina", "message": "hello"})
+        thread, run_id = gina[0]["threadId"], gina[0]["runId"]
+        as_acme = {"Authorization": f"Bearer {acme}"}
+        probes = [
+            ("POST", "/api/v1/chat/stream", {"worker_id": "gina", "message": "x"}),
+            ("POST", "/api/v1/chat/stream", {"worker_id": "globex/gina", "message": "x"}),
+            ("POST", "/api/v1/worker/task/stream", {"worker_id": "gina", "task": "x"}),
+            ("POST", "/v1/chat/completions", {"model": "globex/gina", "messages": [{"role": "user", "content": "x"}]}),
+            ("GET", "/api/v1/workers/gina/runs", None),
+            ("GET", f"/api/v1/workers/gina/runs/{run_id}", None),
+            ("GET", f"/api/v1/workers/globex%2Fgina/runs/{run_id}", None),
+            ("GET", "/api/v1/workers/gina/confirmations", None),
+            ("GET", f"/api/v1/chat/{thread}/tasks", None),
+            ("POST", "/api/v1/worker/ops/reload", {"worker_id": "globex/gina"}),
+        ]
+        for method, path, body in probes:
+            response = httpx.request(method, server.url + path, json=body, headers=as_acme, timeout=30)
+            assert response.status_code == 404, (path, response.status_code, response.text)
+            assert response.json()["error"]["code"] in (
+                "worker_not_found",
+                "thread_not_found",
+                "run_not_found",
+                "not_found",
+            )
+        models = httpx.get(server.url + "/v1/models", headers=as_acme).json()
+        assert "gina" not in [m["id"] for m in models["data"]]
+        overview = httpx.get(server.url + "/api/v1/worker/ops/overview", headers=as_acme).json()
+        assert overview["tenant_id"] == "acme" and "gina" not in overview["workers"]
+        queue = httpx.get(f"{server.url}/api/v1/chat/{thread}/queue", headers=as_acme).json()
+        assert queue["running"] is None and queue["waiting"] == []
+        for method, path, body in probes:  # and nothing without a key at all
+            if "%2F" not in path:  # that one matches no route at all
+                assert httpx.request(method, server.url + path, json=body, timeout=30).status_code == 401
+
+
+def test_malformed_bodies_get_json_4xx(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
+    with serve(tmp_path, workspace, model_server) as server:
+        cases = [
+            ("/api/v1/chat/stream", {"worker_id": "alice"}, 422, "validation_error"),
+            ("/api/v1/chat/stream", {"worker_id": "alice", "message": ""}, 422, "validation_error"),
+            ("/api/v1/chat/stream", {"worker_id": "nobody", "message": "x"}, 404, "worker_not_found"),
+            ("/api/v1/chat/stream", {"worker_id": "alice", "message": "x", "skill_id": "nope"}, 422, "skill_not_found"),
+            (
+                "/api/v1/chat/stream",
+                {"worker_id": "alice", "message": "x", "thread_id": "../etc"},
+                422,
+                "invalid_thread_id",
+            ),
+            ("/v1/chat/completions", {"model": "alice", "messages": []}, 422, "validation_error"),
+            (
+                "/v1/chat/completions",
+                {"model": "alice", "messages": [{"role": "system", "content": "x"}]},
+                422,
+                "validation_error",
+            ),
+        ]
+        for path, body, status, code in cases:
+            response = httpx.post(server.url + path, json=body, headers=auth, timeout=30)
+            assert (response.status_code, response.json()["error"]["code"]) == (status, code), (body, response.text)
+        raw = httpx.post(
+            server.url + "/api/v1/chat/stream",
+            content=b"{not json",
+            headers={**auth, "content-type": "application/json"},
+        )
+        assert raw.status_code == 422 and raw.json()["error"]["code"] == "validation_error"
