@@ -1,0 +1,1 @@
+"""Autonomy: the inbox of sensed facts, sensors, and the heartbeat that acts on them."""

@@ -1,0 +1,74 @@
+"""InboxItem: one sensed fact addressed to one worker, and the narrow writer interface sensors use."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Protocol
+
+__all__ = ["InboxItem", "InboxState", "InboxWriter", "new_item"]
+
+
+class InboxState(StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"  # claimed, under a lease
+    CONSUMED = "consumed"
+    FAILED = "failed"  # last attempt failed; back to pending until max attempts
+    DEAD = "dead"  # dead-lettered after too many failures; only a requeue revives it
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    item_id: str
+    tenant_id: str
+    worker_id: str
+    source_type: str  # webhook | workspace_file | git | email | event | confirmation ...
+    source_id: str  # the sensor key (sensor_id or source_type) or another origin id
+    event_type: str  # e.g. "file.modified", "git.commit", "email.received", "webhook.fact"
+    payload: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    route: str | None = None  # what routing rules decided: summary | task | isolated | a custom route
+    dedupe_key: str | None = None  # a second item with the same key is dropped
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    state: InboxState = InboxState.PENDING
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: datetime | None = None
+    last_error: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    schema_version: int = 1
+
+
+def new_item(
+    tenant_id: str,
+    worker_id: str,
+    source_type: str,
+    source_id: str,
+    event_type: str,
+    payload: Mapping[str, Any],
+    *,
+    route: str | None = None,
+    dedupe_key: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> InboxItem:
+    return InboxItem(
+        item_id=f"ibx_{uuid.uuid4().hex}",
+        tenant_id=tenant_id,
+        worker_id=worker_id,
+        source_type=source_type,
+        source_id=source_id,
+        event_type=event_type,
+        payload=MappingProxyType(dict(payload)),
+        route=route,
+        dedupe_key=dedupe_key,
+        metadata=MappingProxyType(dict(metadata or {})),
+    )
+
+
+class InboxWriter(Protocol):
+    """What a sensor needs: write one fact; False when its dedupe_key was already seen (dropped)."""
+
+    async def write(self, item: InboxItem) -> bool: ...
