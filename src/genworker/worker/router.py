@@ -23,6 +23,7 @@ from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, Run
 from genworker.llm.client import LLMClient
 from genworker.runtime.tools import ToolRuntime
 from genworker.tools.base import ToolCall
+from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
@@ -187,10 +188,21 @@ class WorkerRouter:
             yield RouteDone(RunResult("failed", error_code="no_skill", error=message), record)
             return
         scope = self.tools.scope(tenant, worker, run_id, posture=decision.posture)
+        task_text = req.text
+        pre_script = outcome.duty.pre_script if outcome.duty is not None else None
+        if pre_script is not None:  # run once, before the engine; its output joins the task text
+            try:
+                stdout = await run_pre_script(pre_script, scope, self.tools.pipeline_for(worker))
+            except PreScriptError as exc:
+                record = await self.tasks.fail(ref, "pre_script_failed", str(exc))
+                yield RunError(run_id, "pre_script_failed", str(exc))
+                yield RouteDone(RunResult("failed", error_code="pre_script_failed", error=str(exc)), record)
+                return
+            task_text = f"{req.text}\n\n[pre_script output]\n{stdout.strip()}"
         history = to_model_messages(self.sessions.history(session)) if session is not None else req.history
         context = await build_managed_context(
             worker,
-            req.text,
+            task_text,
             history,
             config=self.context_config,
             llm=self.llm,

@@ -1,0 +1,183 @@
+"""WorkerRouter through the real runtime: governance postures reach the tool scope, gated work
+waits for a confirmation that the API approves, blocked work fails with its reasons, a duty's
+pre_script runs once before the engine, and compaction kicks in under a small budget."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from genworker.api.app import create_app
+from genworker.auth import ApiKeyStore
+from genworker.engine.events import ApprovalRequired, RunError
+from genworker.runtime.composition import Runtime
+from genworker.settings import load_settings
+from genworker.testing import Reply, ScriptedModelServer
+from genworker.worker.context import ContextWindowConfig
+from genworker.worker.router import RouteDone, RouteRequest, RouterEvent
+
+DUTIES = {
+    "closed.md": "---\nduty_id: closed\ntitle: Old\nstatus: closed\ntriggers: [{id: m, type: manual}]\n---\nDo it.\n",
+    "propose.md": (
+        "---\nduty_id: propose\ntitle: Propose only\ntriggers: [{id: m, type: manual}]\n"
+        "execution_policy: {default: propose}\n---\nLook and propose.\n"
+    ),
+    "approve.md": (
+        "---\nduty_id: approve\ntitle: Needs a yes\ntriggers: [{id: m, type: manual}]\n"
+        "contract: {version: '1', approval: {required: true}}\n---\nPay the invoice.\n"
+    ),
+    "script.md": (
+        "---\nduty_id: script\ntitle: Scripted\ntriggers: [{id: m, type: manual}]\n"
+        "pre_script: {inline: 'echo fresh-numbers-42', language: bash}\n---\nReport the numbers.\n"
+    ),
+}
+
+
+@pytest.fixture
+def workspace(small_workspace: Callable[..., Path]) -> Path:
+    extra = {f"tenants/acme/workers/alice/duties/{name}": text for name, text in DUTIES.items()}
+    extra["tenants/zero/TENANT.json"] = '{"tenant_id": "zero", "trust_level": 0, "default_worker": "zed"}'
+    extra["tenants/zero/workers/zed/PERSONA.md"] = "---\nidentity: {name: Zed, worker_id: zed}\n---\nHi\n"
+    return small_workspace({"acme": ["alice"]}, extra)
+
+
+@contextmanager
+def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[tuple[TestClient, Runtime]]:
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    env = {
+        "GENWORKER_LLM_MODEL": "openai/scripted",
+        "GENWORKER_LLM_API_BASE": model.base_url,
+        "GENWORKER_LLM_API_KEY": "k",
+        "GENWORKER_HOT_RELOAD": "false",
+    }
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        yield client, client.app.state.runtime  # type: ignore[attr-defined]
+
+
+def route(client: TestClient, runtime: Runtime, req: RouteRequest) -> list[RouterEvent]:
+    async def collect() -> list[RouterEvent]:
+        assert runtime.router is not None
+        return [event async for event in runtime.router.route_stream(req)]
+
+    return client.portal.call(collect)  # type: ignore[union-attr]
+
+
+def tool_names(body: dict[str, Any]) -> set[str]:
+    return {t["function"]["name"] for t in body.get("tools", [])}
+
+
+def test_postures_decide_which_tools_the_model_sees(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("normal"), Reply("proposal"), Reply("degraded"))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        route(client, runtime, RouteRequest("acme", "alice", "hello", conversational=False))
+        route(
+            client,
+            runtime,
+            RouteRequest("acme", "alice", "check", "duty", duty_id="propose", trigger_id="m", conversational=False),
+        )
+        route(client, runtime, RouteRequest("zero", "zed", "hello", conversational=False))
+    normal, proposal, degraded = (tool_names(r) for r in model_server.requests)
+    assert {"file_read", "file_write", "bash_execute"} <= normal
+    for restricted in (proposal, degraded):
+        assert "file_read" in restricted and not {"file_write", "bash_execute", "execute_code"} & restricted
+
+
+def test_blocked_work_fails_with_the_reasons_and_no_model_call(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        events = route(
+            client,
+            runtime,
+            RouteRequest("acme", "alice", "x", "duty", duty_id="closed", trigger_id="m", conversational=False),
+        )
+    error = next(e for e in events if isinstance(e, RunError))
+    done = events[-1]
+    assert isinstance(done, RouteDone) and done.record.state == "failed"
+    assert error.code == "governance_blocked" and "closed" in error.message
+    assert model_server.requests == []
+
+
+def test_gated_work_waits_for_a_confirmation_then_runs(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("invoice paid"))
+    key = ApiKeyStore(workspace).create("acme")[1]
+    auth = {"Authorization": f"Bearer {key}"}
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        events = route(
+            client,
+            runtime,
+            RouteRequest("acme", "alice", "pay", "duty", duty_id="approve", trigger_id="m", conversational=False),
+        )
+        gate = next(e for e in events if isinstance(e, ApprovalRequired))
+        assert isinstance(events[-1], RouteDone) and events[-1].record.state == "waiting_approval"
+        assert model_server.requests == []  # nothing ran
+        listed = client.get("/api/v1/workers/alice/confirmations", headers=auth).json()["confirmations"]
+        assert [c["confirmation_id"] for c in listed] == [gate.call_id] and listed[0]["status"] == "pending"
+        approved = client.post(f"/api/v1/workers/alice/confirmations/{gate.call_id}/approve", headers=auth).json()
+        assert approved["confirmation"]["status"] == "approved"
+        assert approved["run"]["state"] == "completed" and approved["output"] == "invoice paid"
+        again = client.post(f"/api/v1/workers/alice/confirmations/{gate.call_id}/approve", headers=auth)
+        assert again.status_code == 409
+        old = client.get(f"/api/v1/workers/alice/runs/{events[-1].record.run_id}", headers=auth).json()
+        assert old["state"] == "superseded"
+
+
+def test_duty_pre_script_runs_once_and_feeds_the_task(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    def sees_script_output(body: dict[str, Any]) -> None:
+        assert "fresh-numbers-42" in body["messages"][-1]["content"]
+
+    model_server.expect(Reply("42 it is", check=sees_script_output))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        events = route(
+            client,
+            runtime,
+            RouteRequest("acme", "alice", "report", "duty", duty_id="script", trigger_id="m", conversational=False),
+        )
+    assert isinstance(events[-1], RouteDone) and events[-1].result.output == "42 it is"
+
+
+def test_small_budget_compacts_old_history(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
+    long = " ".join(f"w{i}" for i in range(300))  # LiteLLM rejects a stream repeating one chunk
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.router is not None
+        thread = None
+        for turn in range(4):
+            model_server.expect(Reply(f"answer {turn} " + long))
+            events = route(client, runtime, RouteRequest("acme", "alice", f"question {turn} " + long, thread_id=thread))
+            thread = events[0].thread_id  # type: ignore[union-attr]
+        full = str(model_server.requests[-1]["messages"])
+        assert "question 0" in full  # with the default budget the whole thread fits
+        runtime.router.context_config = ContextWindowConfig(total_tokens=3000, reserve_for_output=500)
+        model_server.expect(Reply("Earlier: four questions about numbers."), Reply("final"))
+        route(client, runtime, RouteRequest("acme", "alice", "and now?", thread_id=thread))
+    summary_call, final_call = model_server.requests[-2:]
+    assert "question 0" in str(summary_call["messages"])  # the old turns went to the summariser ...
+    compacted = str(final_call["messages"])
+    assert "question 0" not in compacted  # ... and left the prompt,
+    assert "Earlier: four questions about numbers." in compacted and "and now?" in compacted
+
+
+def test_unknown_worker_and_skill_are_route_errors(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    from genworker.worker.router import RouteError
+
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        with pytest.raises(RouteError, match="no worker"):
+            route(client, runtime, RouteRequest("acme", "nobody", "x"))
+        with pytest.raises(RouteError, match="no skill"):
+            route(client, runtime, replace(RouteRequest("acme", "alice", "x"), skill_id="missing"))
+    _ = asyncio
