@@ -29,6 +29,7 @@ check: $(STAMP)  ## validate the workspace
 bench: $(STAMP)  ## workspace load/reload, then ReAct engine overhead (docs/benchmarks.md)
 	$(PY) bench/run.py
 	$(PY) bench/engine.py
+	$(PY) bench/chat_http.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

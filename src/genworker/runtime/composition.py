@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,9 @@ class Runtime:
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
+        # File stores run in threads; LiteLLM's callbacks share the default pool, which is
+        # only cpu+4 wide. A wider pool keeps a run's writes from queueing behind them.
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
         self.router = build_router(self)
         recovered = await self.router.tasks.recover_interrupted()
         if recovered:

@@ -155,8 +155,8 @@ class WorkerRouter:
         )
         manifest = self._manifest(req, outcome, thread_id, run_id, task_id)
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
-        await self.tasks.persist_initial(manifest)
         decision = outcome.decision
+        await self.tasks.persist_initial(manifest, start=decision.action != "blocked")
         if decision.action == "blocked":
             message = (
                 "; ".join(r.message for r in decision.reasons if r.code not in ("default",)) or "blocked by policy"
@@ -165,7 +165,6 @@ class WorkerRouter:
             yield RunError(run_id, "governance_blocked", message)
             yield RouteDone(RunResult("failed", error_code="governance_blocked", error=message), record)
             return
-        await self.tasks.start(ref)
         if decision.action == "gated":
             async for event in self._gate(req, manifest, outcome, ref):
                 yield event
@@ -211,13 +210,17 @@ class WorkerRouter:
         )
         engine_req = EngineRequest(run_id, match.skill, context.task, scope)
         result: RunResult | None = None
+        tool_calls: list[ToolCallRecord] = []
         async for item in self._engine(engine_req, context, ref):
             if isinstance(item, RunResult):
                 result = item
-            else:
-                yield item
+                continue
+            if isinstance(item, ToolCallResult):
+                kind = "needs_approval" if item.outcome == "approval_required" else item.outcome
+                tool_calls.append(ToolCallRecord(item.name, item.call_id, kind))
+            yield item
         assert result is not None
-        record = await self.tasks.complete(ref, result)
+        record = await self.tasks.complete(ref, result, tool_calls=tool_calls)
         if session is not None and result.status == "completed":
             await self.sessions.append(
                 session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
@@ -235,9 +238,6 @@ class WorkerRouter:
             )
             task = asyncio.create_task(self._dispatch(dispatcher, _with_context(engine_req, context), sink))
             while (event := await sink.events.get()) is not None:
-                if isinstance(event, ToolCallResult):
-                    kind = "needs_approval" if event.outcome == "approval_required" else event.outcome
-                    await self.tasks.record_tool_call(ref, ToolCallRecord(event.name, event.call_id, kind))
                 yield event
             result = await task
             if result.error_code == "context_overflow" and attempt == 1:

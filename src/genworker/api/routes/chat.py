@@ -48,9 +48,11 @@ async def _sse(handle: RunHandle, protocol: Protocol) -> AsyncIterator[dict[str,
         if protocol == "legacy":
             name, data = legacy_event(event)
             yield {"event": name, "data": json.dumps({**data, "thread_id": accepted.thread_id}, default=str)}
-            continue
-        for encoded in encoder.encode(event):
-            yield {"data": encoded.model_dump_json(by_alias=True, exclude_none=True)}
+        else:
+            for encoded in encoder.encode(event):
+                yield {"data": encoded.model_dump_json(by_alias=True, exclude_none=True)}
+        # The stream stays open until the run record and the session are written, so a client
+        # that reads the run or sends the next message right after sees them.
 
 
 def _stream(handle: RunHandle, protocol: Protocol) -> EventSourceResponse:

@@ -8,28 +8,38 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-__all__ = ["InboxItem", "InboxState", "InboxWriter", "new_item"]
+from genworker.workspace.models.base import JsonMap, freeze
+
+__all__ = ["SCHEMA_VERSION", "InboxItem", "InboxState", "InboxWriter", "new_item"]
+
+SCHEMA_VERSION: Final = 1
 
 
 class InboxState(StrEnum):
     PENDING = "pending"
     PROCESSING = "processing"  # claimed, under a lease
     CONSUMED = "consumed"
-    FAILED = "failed"  # last attempt failed; back to pending until max attempts
+    FAILED = "failed"  # last attempt failed; claimable again once `retry_at` has passed
     DEAD = "dead"  # dead-lettered after too many failures; only a requeue revives it
 
 
 @dataclass(frozen=True, slots=True)
 class InboxItem:
+    """A fact in a worker's inbox. Only `InboxAggregate` changes the state fields of a stored item.
+
+    `attempts` counts deliveries (claims); `version` counts stored changes and is the
+    compare-and-set token (0: never stored); `retry_at` is when a FAILED item may be claimed again.
+    """
+
     item_id: str
     tenant_id: str
     worker_id: str
     source_type: str  # webhook | workspace_file | git | email | event | confirmation ...
     source_id: str  # the sensor key (sensor_id or source_type) or another origin id
     event_type: str  # e.g. "file.modified", "git.commit", "email.received", "webhook.fact"
-    payload: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    payload: JsonMap = field(default_factory=lambda: MappingProxyType({}))
     route: str | None = None  # what routing rules decided: summary | task | isolated | a custom route
     dedupe_key: str | None = None  # a second item with the same key is dropped
     created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -38,8 +48,22 @@ class InboxItem:
     lease_owner: str | None = None
     lease_expires_at: datetime | None = None
     last_error: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    schema_version: int = 1
+    metadata: JsonMap = field(default_factory=lambda: MappingProxyType({}))
+    retry_at: datetime | None = None
+    version: int = 0
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        for name in ("created_at", "lease_expires_at", "retry_at"):
+            value = getattr(self, name)
+            if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+                raise ValueError(f"inbox item {self.item_id!r}: {name} must be timezone-aware, got {value.isoformat()}")
+        if not isinstance(self.state, InboxState):
+            object.__setattr__(self, "state", InboxState(self.state))
+        for name in ("payload", "metadata"):
+            value = getattr(self, name)
+            if not isinstance(value, MappingProxyType):
+                object.__setattr__(self, name, freeze(value))
 
 
 def new_item(
@@ -61,10 +85,10 @@ def new_item(
         source_type=source_type,
         source_id=source_id,
         event_type=event_type,
-        payload=MappingProxyType(dict(payload)),
+        payload=freeze(dict(payload)),
         route=route,
         dedupe_key=dedupe_key,
-        metadata=MappingProxyType(dict(metadata or {})),
+        metadata=freeze(dict(metadata or {})),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -158,16 +158,19 @@ class TaskLifecycle:
 
     # -- creation ----------------------------------------------------------------------
 
-    async def persist_initial(self, manifest: TaskManifest) -> RunRecord:
+    async def persist_initial(self, manifest: TaskManifest, *, start: bool = False) -> RunRecord:
         """Write the manifest and its queued run. With an idempotency key that already made a run,
-        return that run instead (its run_id then differs from `manifest.run_id`)."""
-        return await asyncio.to_thread(self._persist_initial, manifest)
+        return that run instead (its run_id then differs from `manifest.run_id`).
 
-    def _persist_initial(self, manifest: TaskManifest) -> RunRecord:
+        `start=True` records queued -> running in the same write, for a caller that already holds
+        its turn (one durable write instead of two)."""
+        return await asyncio.to_thread(self._persist_initial, manifest, start)
+
+    def _persist_initial(self, manifest: TaskManifest, start: bool = False) -> RunRecord:
         now = self._now()
         key = manifest.provenance.idempotency_key
         if key is None:
-            return self._create(manifest, now)
+            return self._create(manifest, now, start)
         tenant, worker = manifest.tenant_id, manifest.worker_id
         claim = IdempotencyClaim(key, manifest.run_id, manifest.task_id, now)
         with self._store.claim_lock(tenant, worker, key):
@@ -186,7 +189,7 @@ class TaskLifecycle:
                 # only a writer that skipped the lock can get here; its claim wins
                 raise TaskLifecycleError(f"idempotency key {key!r} was claimed concurrently")
             try:
-                return self._create(manifest, now)
+                return self._create(manifest, now, start)
             except BaseException:
                 self._store.discard_claim(tenant, worker, key)
                 raise
@@ -196,7 +199,7 @@ class TaskLifecycle:
         if self._store.run_path(ref).exists():
             raise RunExists(ref)
 
-    def _create(self, manifest: TaskManifest, now: datetime) -> RunRecord:
+    def _create(self, manifest: TaskManifest, now: datetime, start: bool = False) -> RunRecord:
         run = RunRecord(
             run_id=manifest.run_id,
             task_id=manifest.task_id,
@@ -210,6 +213,8 @@ class TaskLifecycle:
             skill_id=manifest.skill_id,
             history=(StateChange(now, None, RunState.QUEUED),),
         )
+        if start:
+            run = _advance(run, RunState.RUNNING, now)
         self._check_new(manifest)
         self._store.create_manifest(manifest)
         try:
@@ -283,9 +288,23 @@ class TaskLifecycle:
         """running -> evaluating (the protocol finished; an evaluator judges the goal)."""
         return await self._move(ref, RunState.EVALUATING, "evaluating")
 
-    async def complete(self, ref: RunRef, result: RunResult, *, goal_status: GoalStatus | None = None) -> RunRecord:
-        """Settle the engine's `result` (from running or evaluating); see docs/runs.md for the mapping."""
-        return await asyncio.to_thread(self._apply, ref, lambda run, now: _settled(run, result, goal_status, now))
+    async def complete(
+        self,
+        ref: RunRef,
+        result: RunResult,
+        *,
+        goal_status: GoalStatus | None = None,
+        tool_calls: Sequence[ToolCallRecord] = (),
+    ) -> RunRecord:
+        """Settle the engine's `result` (from running or evaluating); see docs/runs.md for the mapping.
+
+        `tool_calls` made during the run are recorded in the same write (one fsync, not one per
+        call); the per-call tool audit log has them as they happen."""
+
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            return _settled(replace(run, tool_calls=(*run.tool_calls, *tool_calls)), result, goal_status, now)
+
+        return await asyncio.to_thread(self._apply, ref, change)
 
     async def fail(self, ref: RunRef, code: str, message: str = "") -> RunRecord:
         return await self._move(ref, RunState.FAILED, code, error=RunError(code, message))

@@ -1,0 +1,172 @@
+"""`make bench` part 3 (P1): a streamed chat turn through the whole router over HTTP — one tool
+call and the answer, the model answering instantly — against a bare FastAPI endpoint making
+the same two LiteLLM calls and streaming them. Each server runs in its own process; the model
+stub runs in a third. Reports time to first byte, total time (ratios, target <= 1.15x on
+total) and requests/s with 16 concurrent clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+from genworker.auth import ApiKeyStore
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "chat_http.json"
+TARGET = 1.15
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def process(argv: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[str]:
+    proc = subprocess.Popen(
+        argv,
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):  # bounded: the server must accept a connection within ~60 s
+            if proc.poll() is not None:
+                raise RuntimeError(f"{argv} exited: {proc.stderr.read() if proc.stderr else ''}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.1):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def workspace(root: Path) -> str:
+    worker = root / "tenants" / "bench" / "workers" / "w"
+    (worker / "files").mkdir(parents=True)
+    (root / "tenants" / "bench" / "TENANT.json").write_text(
+        '{"tenant_id": "bench", "trust_level": 2, "default_worker": "w"}', encoding="utf-8"
+    )
+    (worker / "PERSONA.md").write_text("---\nidentity: {name: W, worker_id: w}\n---\nYou help.\n", encoding="utf-8")
+    (worker / "files" / "notes.md").write_text("buy milk", encoding="utf-8")
+    return ApiKeyStore(root).create("bench")[1]
+
+
+async def one(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> tuple[float, float]:
+    started = time.perf_counter()
+    first = 0.0
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        assert response.status_code == 200, await response.aread()
+        async for line in response.aiter_lines():
+            if line.startswith("data:") and not first:
+                first = time.perf_counter() - started
+    return first * 1000, (time.perf_counter() - started) * 1000
+
+
+async def measure(ours: str, base: str, key: str, requests: int, concurrency: int) -> dict[str, Any]:
+    targets = {
+        "ours": (
+            ours + "/api/v1/chat/stream",
+            {"worker_id": "w", "message": "what does my note say?"},
+            {"Authorization": f"Bearer {key}"},
+        ),
+        "baseline": (base + "/chat", {"message": "what does my note say?"}, {}),
+    }
+    samples: dict[str, dict[str, list[float]]] = {name: {"ttfb": [], "total": []} for name in targets}
+    async with httpx.AsyncClient(timeout=60) as client:
+        for url, body, headers in targets.values():  # warm-up
+            for _ in range(5):
+                await one(client, url, body, headers)
+        for i in range(requests):
+            for name in ("ours", "baseline") if i % 2 == 0 else ("baseline", "ours"):
+                url, body, headers = targets[name]
+                ttfb, total = await one(client, url, body, headers)
+                samples[name]["ttfb"].append(ttfb)
+                samples[name]["total"].append(total)
+        throughput: dict[str, float] = {}
+        for name, (url, body, headers) in targets.items():
+            started = time.perf_counter()
+            await asyncio.gather(*(one(client, url, body, headers) for _ in range(concurrency * 4)))
+            throughput[name] = concurrency * 4 / (time.perf_counter() - started)
+    med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in samples.items()}
+    return {
+        "requests": requests,
+        "concurrency": concurrency,
+        "median_ms": med,
+        "ratio_total": med["ours"]["total"] / med["baseline"]["total"],
+        "ratio_ttfb": med["ours"]["ttfb"] / med["baseline"]["ttfb"],
+        "requests_per_s": throughput,
+        "samples": samples,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args(argv)
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="genworker-p1-") as tmp:
+        root = Path(tmp) / "workspace"
+        key = workspace(root)
+        (Path(tmp) / "configs").mkdir()
+        mport, oport, bport = free_port(), free_port(), free_port()
+        with process([python, str(HERE / "chat_servers.py"), "model", str(mport)], mport) as model:
+            env = {
+                "GENWORKER_CONFIG_DIR": str(Path(tmp) / "configs"),
+                "GENWORKER_LLM_MODEL": "openai/bench",
+                "GENWORKER_LLM_API_BASE": model + "/v1",
+                "GENWORKER_LLM_API_KEY": "k",
+                "LOG_LEVEL": "WARNING",
+                "GENWORKER_HOT_RELOAD": "false",
+            }
+            ours_cmd = [str(Path(python).with_name("genworker")), "run", "--port", str(oport), "--workspace", str(root)]
+            notes = str(root / "tenants/bench/workers/w/files/notes.md")
+            base_cmd = [python, str(HERE / "chat_servers.py"), "baseline", str(bport), model + "/v1", notes]
+            with process(ours_cmd, oport, env) as ours, process(base_cmd, bport) as base:
+                result = asyncio.run(measure(ours, base, key, args.requests, args.concurrency))
+    med = result["median_ms"]
+    verdict = "ok" if result["ratio_total"] <= TARGET else "MISSED"
+    print(f"P1 streamed chat turn (tool call + answer), {args.requests} requests each, alternating")
+    print(f"                      ttfb (median)   total (median)   req/s @{args.concurrency}")
+    for name in ("ours", "baseline"):
+        print(
+            f"  {name:<18} {med[name]['ttfb']:10.1f} ms   {med[name]['total']:10.1f} ms   "
+            f"{result['requests_per_s'][name]:8.1f}"
+        )
+    print(
+        f"  ratio (ours/base)  {result['ratio_ttfb']:10.2f}x     {result['ratio_total']:10.2f}x   "
+        f"target total <= {TARGET}x {verdict}"
+    )
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Servers for bench/chat_http.py, each run in its own process:
+
+model     an OpenAI-compatible stub that always answers instantly: a tool call when the last
+          message is the user's, a final text when it is a tool result
+baseline  a bare FastAPI endpoint making the same two LiteLLM calls and streaming the text
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+def model_app() -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import StreamingResponse
+    from starlette.routing import Route
+
+    async def completions(request: Request) -> StreamingResponse:
+        body = await request.json()
+        last = body["messages"][-1]
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+            payload = {
+                "id": "c",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": body["model"],
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            return f"data: {json.dumps(payload)}\n\n"
+
+        def stream() -> Any:
+            yield chunk({"role": "assistant", "content": ""})
+            if last["role"] == "tool":
+                for word in ("The", " note", " says", " buy", " milk."):
+                    yield chunk({"content": word})
+                yield chunk({}, "stop")
+            else:
+                call = {
+                    "index": 0,
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "file_read", "arguments": json.dumps({"path": "files/notes.md"})},
+                }
+                yield chunk({"tool_calls": [call]})
+                yield chunk({}, "tool_calls")
+            usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+            yield (
+                "data: "
+                + json.dumps(
+                    {
+                        "id": "c",
+                        "object": "chat.completion.chunk",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+                + "\n\n"
+            )
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+def baseline_app(model_base: str, notes: Path) -> Any:
+    from fastapi import FastAPI
+    from litellm.router import Router
+    from sse_starlette import EventSourceResponse
+
+    router = Router(
+        model_list=[
+            {
+                "model_name": "standard",
+                "litellm_params": {"model": "openai/bench", "api_base": model_base, "api_key": "k", "timeout": 60.0},
+            }
+        ],
+        num_retries=0,
+        disable_cooldowns=True,
+    )
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "file_read",
+                "description": "Read a file.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+            },
+        }
+    ]
+    app = FastAPI()
+    options = {"stream": True, "stream_options": {"include_usage": True}, "timeout": 60.0}
+
+    @app.post("/chat")
+    async def chat(body: dict[str, Any]) -> EventSourceResponse:
+        async def events() -> Any:
+            messages: list[dict[str, Any]] = [{"role": "user", "content": body["message"]}]
+            calls: dict[int, dict[str, str]] = {}
+            async for c in await router.acompletion(model="standard", messages=messages, tools=tools, **options):
+                for d in (c.choices[0].delta.tool_calls or ()) if c.choices else ():
+                    slot = calls.setdefault(d.index, {"id": "", "name": "", "arguments": ""})
+                    slot["id"] = d.id or slot["id"]
+                    slot["name"] = (d.function.name if d.function else None) or slot["name"]
+                    slot["arguments"] += (d.function.arguments if d.function else None) or ""
+            call = calls[0]
+            content = await asyncio.to_thread(notes.read_text, encoding="utf-8")
+            yield {"data": json.dumps({"type": "tool_result", "content": content})}
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["name"], "arguments": call["arguments"]},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": call["id"], "content": content},
+            ]
+            async for c in await router.acompletion(model="standard", messages=messages, tools=tools, **options):
+                if c.choices and c.choices[0].delta.content:
+                    yield {"data": json.dumps({"type": "text", "delta": c.choices[0].delta.content})}
+            yield {"data": json.dumps({"type": "done"})}
+
+        return EventSourceResponse(events())
+
+    return app
+
+
+if __name__ == "__main__":
+    kind, port = sys.argv[1], int(sys.argv[2])
+    app = model_app() if kind == "model" else baseline_app(sys.argv[3], Path(sys.argv[4]))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")

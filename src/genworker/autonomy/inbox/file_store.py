@@ -1,0 +1,355 @@
+"""Inbox items as files: ``{workspace}/tenants/{t}/workers/{w}/runtime/inbox/``.
+
+::
+
+    pending/ processing/ consumed/ failed/ dead/   one file per item, named
+                                                   {created_at µs since 1970, 20 digits}.{item_id}.json
+    dedupe/{sha256 of the dedupe_key}              holds the item id that first used the key
+    corrupt/                                       unreadable items, moved out of the way by claim
+    .lock                                          flock: exclusive to change anything, shared to read
+
+The file's content is the truth and its folder an index: a change rewrites the file in place
+(temp file, fsync, rename) and then renames it into the folder of its new state, so an item is
+never in two folders. A file found in the wrong folder after a crash is moved to the right one.
+Names sort oldest first, so a claim lists `pending/` without reading it; it reads only the files
+it takes plus those in `processing/` and `failed/` (to find expired leases and due retries).
+Every blocking call runs in a worker thread, never in the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import fcntl
+import hashlib
+import heapq
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from genworker.autonomy.inbox.codec import check_owner, decode_item, encode_item
+from genworker.autonomy.inbox.errors import InboxCorruptError, InboxError, InboxSchemaError
+from genworker.autonomy.inbox.models import InboxItem, InboxState
+from genworker.autonomy.inbox.store import (
+    DEFAULT_LIST_LIMIT,
+    check_claim_args,
+    check_list_args,
+    check_new_item,
+    claimed,
+    is_claimable,
+    micros,
+    with_state_of,
+)
+from genworker.autonomy.inbox.topics import ITEM_WRITTEN, item_event, publish_quietly
+from genworker.events import EventBus
+from genworker.ids import safe_join, validate_id
+
+__all__ = ["FileInboxStore"]
+
+log = logging.getLogger(__name__)
+
+_STATES: Final = tuple(InboxState)
+_DUE_STATES: Final = (InboxState.PROCESSING, InboxState.FAILED)
+_DEDUPE: Final = "dedupe"
+_CORRUPT: Final = "corrupt"
+_LOCK: Final = ".lock"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Entry(NamedTuple):
+    """One item file, known by name only: sorts oldest first."""
+
+    created_us: int
+    item_id: str
+    name: str
+    state: InboxState
+
+
+def _file_name(item: InboxItem) -> str:
+    return f"{micros(item.created_at):020d}.{item.item_id}.json"
+
+
+def _parse_name(name: str, state: InboxState) -> _Entry | None:
+    stamp, dot, rest = name.partition(".")
+    if not dot or len(stamp) != 20 or not stamp.isdigit() or not rest.endswith(".json"):
+        return None
+    return _Entry(int(stamp), rest.removesuffix(".json"), name, state)
+
+
+class FileInboxStore:
+    def __init__(
+        self, workspace_root: Path, *, bus: EventBus | None = None, clock: Callable[[], datetime] = _utc_now
+    ) -> None:
+        self._root = Path(workspace_root)
+        self._bus = bus
+        self._clock = clock
+        self._reported: set[str] = set()  # unreadable files already logged by claim
+
+    def inbox_dir(self, tenant_id: str, worker_id: str) -> Path:
+        """The worker's inbox folder (blocking: resolves symlinks); ids validated, stays in the workspace."""
+        return safe_join(
+            self._root,
+            "tenants",
+            validate_id(tenant_id, "tenant id"),
+            "workers",
+            validate_id(worker_id, "worker id"),
+            "runtime",
+            "inbox",
+        )
+
+    async def write(self, item: InboxItem) -> bool:
+        written = await asyncio.to_thread(self._write, item)
+        if written is not None:
+            await publish_quietly(self._bus, item_event(ITEM_WRITTEN, written, dedupe_key=written.dedupe_key))
+        return written is not None
+
+    async def get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:
+        return await asyncio.to_thread(self._get, tenant_id, worker_id, item_id)
+
+    async def list(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        state: InboxState | None = None,
+        *,
+        limit: int = DEFAULT_LIST_LIMIT,
+        offset: int = 0,
+    ) -> tuple[InboxItem, ...]:
+        check_list_args(limit, offset)
+        return await asyncio.to_thread(self._list, tenant_id, worker_id, state, limit, offset)
+
+    async def counts(self, tenant_id: str, worker_id: str) -> Mapping[InboxState, int]:
+        return await asyncio.to_thread(self._counts, tenant_id, worker_id)
+
+    async def claim(
+        self, tenant_id: str, worker_id: str, owner: str, *, limit: int, lease_s: float
+    ) -> tuple[InboxItem, ...]:
+        check_claim_args(owner, limit, lease_s)
+        return await asyncio.to_thread(self._claim, tenant_id, worker_id, owner, limit, lease_s)
+
+    async def compare_and_set(self, item: InboxItem, expected_version: int) -> InboxItem | None:
+        return await asyncio.to_thread(self._compare_and_set, item, expected_version)
+
+    # -- blocking parts, run in a worker thread ------------------------------------
+
+    def _write(self, item: InboxItem) -> InboxItem | None:
+        stored = check_new_item(item)
+        folder = self.inbox_dir(item.tenant_id, item.worker_id)
+        name = _file_name(stored)
+        with _locked(folder, exclusive=True):
+            marker = folder / _DEDUPE / _dedupe_name(stored.dedupe_key) if stored.dedupe_key is not None else None
+            if marker is not None and marker.exists():
+                return None
+            if _locate(folder, name) is not None:
+                return None
+            # the item before its marker: a crash in between can let a resent duplicate in, never lose the item
+            _replace_file(folder / InboxState.PENDING / name, encode_item(stored, indent=2))
+            touched = {folder / InboxState.PENDING}
+            if marker is not None:
+                _replace_file(marker, stored.item_id.encode())
+                touched.add(marker.parent)
+            _fsync_dirs(touched)
+        return stored
+
+    def _get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:
+        validate_id(item_id, "inbox item id")
+        folder = self.inbox_dir(tenant_id, worker_id)
+        if not folder.is_dir():
+            return None
+        with _locked(folder, exclusive=False):
+            for sub in (*_STATES, _CORRUPT):
+                for entry in _entries(folder / sub, InboxState.PENDING):  # the state is unused here
+                    if entry.item_id == item_id:
+                        return self._read(folder / sub / entry.name, tenant_id, worker_id)
+        return None
+
+    def _list(
+        self, tenant_id: str, worker_id: str, state: InboxState | None, limit: int, offset: int
+    ) -> tuple[InboxItem, ...]:
+        folder = self.inbox_dir(tenant_id, worker_id)
+        if not folder.is_dir():
+            return ()
+        found: list[InboxItem] = []
+        with _locked(folder, exclusive=False):
+            entries = sorted(e for s in ([state] if state else _STATES) for e in _entries(folder / s, s))
+            for entry in entries[offset : offset + limit]:
+                path = folder / entry.state / entry.name
+                try:
+                    found.append(self._read(path, tenant_id, worker_id))
+                except InboxError as exc:
+                    log.error("skipping unreadable inbox item: %s", exc)
+        return tuple(found)
+
+    def _counts(self, tenant_id: str, worker_id: str) -> dict[InboxState, int]:
+        folder = self.inbox_dir(tenant_id, worker_id)
+        if not folder.is_dir():
+            return dict.fromkeys(_STATES, 0)
+        with _locked(folder, exclusive=False):
+            return {state: sum(1 for _ in _entries(folder / state, state)) for state in _STATES}
+
+    def _claim(self, tenant_id: str, worker_id: str, owner: str, limit: int, lease_s: float) -> tuple[InboxItem, ...]:
+        folder = self.inbox_dir(tenant_id, worker_id)
+        if not folder.is_dir():
+            return ()
+        taken: list[InboxItem] = []
+        touched: set[Path] = set()
+        with _locked(folder, exclusive=True):
+            now = self._clock()
+            for path, item in self._claimable(folder, tenant_id, worker_id, now, touched):
+                new = claimed(item, owner, now, lease_s)
+                touched |= _move(path, folder, new)
+                taken.append(new)
+                if len(taken) >= limit:
+                    break
+            _fsync_dirs(touched)
+        return tuple(taken)
+
+    def _claimable(
+        self, folder: Path, tenant_id: str, worker_id: str, now: datetime, touched: set[Path]
+    ) -> Iterator[tuple[Path, InboxItem]]:
+        """Claimable items oldest first: pending names merged with due processing/failed items."""
+        due: builtins.list[tuple[_Entry, InboxItem]] = []
+        for state in _DUE_STATES:
+            for entry in _entries(folder / state, state):
+                item = self._read_for_claim(folder, entry, tenant_id, worker_id, touched)
+                if item is not None and is_claimable(item, now):
+                    due.append((entry, item))
+        due.sort(key=lambda pair: pair[0])
+        pending = sorted(_entries(folder / InboxState.PENDING, InboxState.PENDING))
+        known = dict(due)
+        for entry in heapq.merge(pending, (e for e, _ in due)):
+            item = known.get(entry) or self._read_for_claim(folder, entry, tenant_id, worker_id, touched)
+            if item is not None:
+                yield folder / entry.state / entry.name, item
+
+    def _read_for_claim(
+        self, folder: Path, entry: _Entry, tenant_id: str, worker_id: str, touched: set[Path]
+    ) -> InboxItem | None:
+        """The item, or None: a newer schema is left alone, a corrupt file is moved to corrupt/, a file in
+        the wrong folder is moved to the right one (and looked at on the next claim)."""
+        path = folder / entry.state / entry.name
+        try:
+            item = self._read(path, tenant_id, worker_id)
+        except FileNotFoundError:
+            return None
+        except InboxSchemaError as exc:
+            if str(path) not in self._reported:
+                self._reported.add(str(path))
+                log.error("inbox item left unclaimed: %s", exc)
+            return None
+        except InboxCorruptError as exc:
+            quarantine = folder / _CORRUPT / entry.name
+            quarantine.parent.mkdir(exist_ok=True)
+            path.rename(quarantine)
+            touched.update({path.parent, quarantine.parent})
+            log.error("%s; moved to %s, the inbox goes on without it", exc, quarantine)
+            return None
+        if item.state is not entry.state:
+            log.warning("inbox item %s is %s but was found in %s/: moved back", path, item.state, entry.state)
+            touched |= _move(path, folder, item, rewrite=False)
+            return None
+        return item
+
+    def _compare_and_set(self, item: InboxItem, expected_version: int) -> InboxItem | None:
+        folder = self.inbox_dir(item.tenant_id, item.worker_id)
+        name = _file_name(item)
+        with _locked(folder, exclusive=True):
+            path = _locate(folder, name)
+            if path is None:
+                return None
+            current = self._read(path, item.tenant_id, item.worker_id)
+            if current.version != expected_version or current.item_id != item.item_id:
+                return None
+            stored = with_state_of(current, item, expected_version + 1)
+            _fsync_dirs(_move(path, folder, stored))
+        return stored
+
+    def _read(self, path: Path, tenant_id: str, worker_id: str) -> InboxItem:
+        item = check_owner(decode_item(path.read_bytes(), str(path)), tenant_id, worker_id, str(path))
+        if _parse_name(path.name, item.state) != _Entry(micros(item.created_at), item.item_id, path.name, item.state):
+            raise InboxCorruptError(str(path), f"the file name does not match item {item.item_id!r} and its created_at")
+        return item
+
+
+def _dedupe_name(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _entries(folder: Path, state: InboxState) -> Iterator[_Entry]:
+    """Item files in `folder` by name (no reads); temp files, strays and symlinks are ignored."""
+    try:
+        with os.scandir(folder) as it:
+            for dirent in it:
+                if dirent.name.startswith(".") or not dirent.is_file(follow_symlinks=False):
+                    continue
+                entry = _parse_name(dirent.name, state)
+                if entry is not None:
+                    yield entry
+    except FileNotFoundError:
+        return
+
+
+def _locate(folder: Path, name: str) -> Path | None:
+    for state in _STATES:
+        path = folder / state / name
+        if path.exists():
+            return path
+    return None
+
+
+def _move(path: Path, folder: Path, item: InboxItem, *, rewrite: bool = True) -> set[Path]:
+    """Rewrite `path` with `item` in place, then rename it into its state's folder; the folders to fsync."""
+    if rewrite:
+        _replace_file(path, encode_item(item, indent=2))
+    target = folder / item.state / path.name
+    if target == path:
+        return {path.parent}
+    target.parent.mkdir(exist_ok=True)
+    path.rename(target)
+    return {path.parent, target.parent}
+
+
+@contextlib.contextmanager
+def _locked(folder: Path, *, exclusive: bool) -> Iterator[None]:
+    """flock on the inbox's .lock file, shared with every process using the same workspace."""
+    if exclusive:
+        folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, rename over `path` (the caller fsyncs the folder)."""
+    path.parent.mkdir(exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as tmp_file:
+            tmp_file.write(data)
+            tmp_file.flush()
+            os.fsync(tmp_file.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _fsync_dirs(folders: set[Path]) -> None:
+    for folder in folders:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

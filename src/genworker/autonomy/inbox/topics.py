@@ -1,0 +1,54 @@
+"""The events the inbox publishes, and how they are built and sent (best effort: the inbox is the truth)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+from genworker.autonomy.inbox.models import InboxItem
+from genworker.events import Event, EventBus, EventBusError, new_event
+
+__all__ = [
+    "ITEM_CONSUMED",
+    "ITEM_DEAD",
+    "ITEM_FAILED",
+    "ITEM_REQUEUED",
+    "ITEM_WRITTEN",
+    "SOURCE",
+    "item_event",
+    "publish_quietly",
+]
+
+log = logging.getLogger(__name__)
+
+SOURCE: Final = "inbox"
+ITEM_WRITTEN: Final = "inbox.item_written"
+ITEM_CONSUMED: Final = "inbox.item_consumed"
+ITEM_FAILED: Final = "inbox.item_failed"
+ITEM_DEAD: Final = "inbox.item_dead"
+ITEM_REQUEUED: Final = "inbox.item_requeued"
+
+
+def item_event(topic: str, item: InboxItem, **extra: Any) -> Event:
+    """An inbox event about `item`; the payload says which item and where it stands now."""
+    payload: dict[str, Any] = {
+        "item_id": item.item_id,
+        "state": item.state.value,
+        "attempts": item.attempts,
+        "source_type": item.source_type,
+        "source_id": item.source_id,
+        "event_type": item.event_type,
+        "route": item.route,
+        **extra,
+    }
+    return new_event(topic, source=SOURCE, tenant_id=item.tenant_id, worker_id=item.worker_id, payload=payload)
+
+
+async def publish_quietly(bus: EventBus | None, event: Event) -> None:
+    """Publish; a bus failure is logged, never raised: the stored item already records the change."""
+    if bus is None:
+        return
+    try:
+        await bus.publish(event)
+    except EventBusError as exc:
+        log.warning("inbox event %s (%s) not published: %s", event.event_id, event.topic, exc)

@@ -1,0 +1,21 @@
+"""What can go wrong with a sensor: a misconfiguration (fix the workspace) or a failed poll (retried)."""
+
+from __future__ import annotations
+
+__all__ = ["CursorError", "SensorConfigError", "SensorError", "SensorPollError"]
+
+
+class SensorError(Exception):
+    """Base of the sensing errors; the message is what the sensor status shows."""
+
+
+class SensorConfigError(SensorError):
+    """A sensor config (its filter, a path, missing credentials) cannot work; names the sensor and field."""
+
+
+class SensorPollError(SensorError):
+    """One poll failed (source unreachable, command failed); the cursor did not move, the next poll retries."""
+
+
+class CursorError(SensorError):
+    """A stored cursor is unreadable or of an unknown schema_version; the file is left untouched."""

@@ -1,0 +1,105 @@
+"""Which route a sensed fact takes: a sensor's routing_rules, in order, then its fallbacks.
+
+A rule looks up `field` in the fact's fields (the payload plus `event_type`); a dotted field walks
+into nested objects and lists (`sender.email`, `to.0`). A key that itself contains dots is found
+first. How the pattern is compared with the value:
+
+- exact: equal, case-sensitive
+- contains / prefix: substring / start of the value, case-insensitive (casefold)
+- regex: `re.search`, case-sensitive unless the pattern says `(?i)`
+
+Values: strings as they are, numbers as written in JSON, booleans as `true`/`false`; a list matches
+when any of its items matches; missing fields, null and objects never match.
+
+No rule matches: `fallback_route`, else `cognition_route_override`, else None (the heartbeat's default).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from genworker.autonomy.sensing.filters import parse_filter
+from genworker.workspace.models.persona import RoutingRule, SensorConfig
+
+__all__ = ["GOAL_ROUTE", "accepts", "is_goal_worthy", "lookup", "route_fact", "rule_matches"]
+
+GOAL_ROUTE = "goal"
+
+_MISSING = object()
+
+
+def lookup(fields: Mapping[str, Any], path: str) -> Any:
+    """The value at dotted `path`, or None when any step is missing."""
+    value = _walk(fields, path)
+    return None if value is _MISSING else value
+
+
+def _walk(value: Any, path: str) -> Any:
+    if isinstance(value, Mapping):
+        if path in value:
+            return value[path]
+        head, sep, rest = path.partition(".")
+        if sep and head in value:
+            return _walk(value[head], rest)
+        return _MISSING
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        head, _, rest = path.partition(".")
+        if not head.isdigit() or int(head) >= len(value):
+            return _MISSING
+        return value[int(head)] if not rest else _walk(value[int(head)], rest)
+    return _MISSING
+
+
+def _text(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _matches(rule: RoutingRule, value: Any) -> bool:
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return any(_matches(rule, item) for item in value)
+    text = _text(value)
+    if text is None:
+        return False
+    if rule.match == "exact":
+        return text == rule.pattern
+    if rule.match == "contains":
+        return rule.pattern.casefold() in text.casefold()
+    if rule.match == "prefix":
+        return text.casefold().startswith(rule.pattern.casefold())
+    return _compiled(rule.pattern).search(text) is not None
+
+
+def rule_matches(rule: RoutingRule, fields: Mapping[str, Any]) -> bool:
+    return _matches(rule, lookup(fields, rule.field))
+
+
+def route_fact(config: SensorConfig, fact_fields: Mapping[str, Any]) -> str | None:
+    """The route of the first matching rule, else fallback_route, else cognition_route_override, else None."""
+    for rule in config.routing_rules:
+        if rule_matches(rule, fact_fields):
+            return rule.route
+    return config.fallback_route or config.cognition_route_override or None
+
+
+def accepts(config: SensorConfig, fact_fields: Mapping[str, Any]) -> bool:
+    """Whether the config's `filter` lets the fact through (checked before routing)."""
+    return parse_filter(config).passes(fact_fields)
+
+
+def is_goal_worthy(route: str | None, fact_fields: Mapping[str, Any]) -> bool:
+    """A fact routed to "goal", or one that carries a non-empty `goal` field."""
+    return route == GOAL_ROUTE or bool(fact_fields.get("goal"))
