@@ -250,3 +250,15 @@ def test_malformed_bodies_get_json_4xx(tmp_path: Path, workspace: Path, model_se
             headers={**auth, "content-type": "application/json"},
         )
         assert raw.status_code == 422 and raw.json()["error"]["code"] == "validation_error"
+
+
+def test_without_a_model_chat_answers_a_clear_error_naming_the_file(tmp_path: Path, workspace: Path) -> None:
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    api_key = key(workspace, "acme")
+    app = create_app(load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=workspace))
+    with LiveServer(app) as server:
+        events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "model_not_configured"
+    assert "config_local.env" in events[-1]["message"] and "litellm_local.json" in events[-1]["message"]
+    assert not [e for e in events if e["type"] == "TEXT_MESSAGE_CONTENT"]
