@@ -19,7 +19,10 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from genworker.autonomy.heartbeat import HeartbeatService, heartbeat_settings
+from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
+from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
@@ -52,6 +55,10 @@ class Runtime:
     redis: redis.Redis | None = None
     watcher: WorkspaceWatcher | None = None
     router: WorkerRouter | None = None
+    bus: EventBus | None = None
+    inbox: InboxStore | None = None  # sensors write here
+    inbox_aggregate: InboxAggregate | None = None  # the only thing that changes item state
+    heartbeat: HeartbeatService | None = None
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -69,6 +76,9 @@ class Runtime:
         await self.tools.start(
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
+        await build_autonomy(self)
+        if self.heartbeat is not None:
+            await self.heartbeat.start(self.registry.workers())
         if self.watcher is not None:
             self.watcher.on_reload = self._reloaded
             self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
@@ -76,6 +86,8 @@ class Runtime:
     def _reloaded(self, outcome: ReloadOutcome) -> None:
         """After a reload, reconnect MCP servers whose configuration changed."""
         if outcome.ok:
+            if self.heartbeat is not None:
+                self.heartbeat.sync(self.registry.workers())
             task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
             self._tasks.append(task)
             task.add_done_callback(self._forget)
@@ -107,6 +119,12 @@ class Runtime:
         for run in list(self.background):
             with contextlib.suppress(asyncio.CancelledError):
                 await run
+        if self.heartbeat is not None:
+            await self.heartbeat.stop()
+        if self.bus is not None:
+            await self.bus.close()
+        if isinstance(self.inbox, RedisInboxStore):
+            await self.inbox.aclose()
         await self.tools.stop()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
@@ -272,6 +290,24 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         confirmations=confirmations,
         matcher=SkillMatcher(),
     )
+
+
+async def build_autonomy(runtime: Runtime) -> None:
+    """The event bus, the inbox (files, or Redis when shared) and the heartbeat; after build_router."""
+    assert runtime.router is not None
+    root = runtime.registry.root
+    url = runtime.settings.redis_url
+    if runtime.redis is not None and url:  # each owns its client and closes it at stop
+        redis_bus = RedisEventBus(url)
+        await redis_bus.start()
+        runtime.bus = redis_bus
+        runtime.inbox = RedisInboxStore(url, bus=redis_bus)
+    else:
+        runtime.bus = InProcessEventBus()
+        runtime.inbox = FileInboxStore(root, bus=runtime.bus)
+    runtime.inbox_aggregate = InboxAggregate(runtime.inbox, bus=runtime.bus)
+    settings = heartbeat_settings(runtime.settings)
+    runtime.heartbeat = HeartbeatService.build(root, runtime.router, runtime.inbox_aggregate, settings, bus=runtime.bus)
 
 
 def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:

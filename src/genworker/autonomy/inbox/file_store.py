@@ -7,12 +7,14 @@
     dedupe/{sha256 of the dedupe_key}              holds the item id that first used the key
     corrupt/                                       unreadable items, moved out of the way by claim
     .lock                                          flock: exclusive to change anything, shared to read
+    .generation                                    changes whenever a name is added to pending/
 
 The file's content is the truth and its folder an index: a change rewrites the file in place
 (temp file, fsync, rename) and then renames it into the folder of its new state, so an item is
 never in two folders. A file found in the wrong folder after a crash is moved to the right one.
-Names sort oldest first, so a claim lists `pending/` without reading it; it reads only the files
-it takes plus those in `processing/` and `failed/` (to find expired leases and due retries).
+Names sort oldest first, so a claim lists `pending/` without reading it (and keeps the sorted list
+until `.generation` changes); it reads only the files it takes plus those in `processing/` and
+`failed/` (to find expired leases and due retries).
 Every blocking call runs in a worker thread, never in the event loop.
 """
 
@@ -23,11 +25,12 @@ import builtins
 import contextlib
 import fcntl
 import hashlib
-import heapq
 import logging
 import os
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
@@ -58,6 +61,7 @@ _DUE_STATES: Final = (InboxState.PROCESSING, InboxState.FAILED)
 _DEDUPE: Final = "dedupe"
 _CORRUPT: Final = "corrupt"
 _LOCK: Final = ".lock"
+_GENERATION: Final = ".generation"
 
 
 def _utc_now() -> datetime:
@@ -71,6 +75,22 @@ class _Entry(NamedTuple):
     item_id: str
     name: str
     state: InboxState
+
+
+@dataclass
+class _PendingView:
+    """This process's sorted list of pending names, valid while the folder's generation is unchanged.
+
+    Writers (and anything moving an item into pending/) change the generation; claims in other
+    processes only remove names, which a claim notices when the file is gone.
+    """
+
+    generation: str
+    entries: builtins.list[_Entry]
+    position: int = 0
+
+    def peek(self) -> _Entry | None:
+        return self.entries[self.position] if self.position < len(self.entries) else None
 
 
 def _file_name(item: InboxItem) -> str:
@@ -92,6 +112,7 @@ class FileInboxStore:
         self._bus = bus
         self._clock = clock
         self._reported: set[str] = set()  # unreadable files already logged by claim
+        self._views: dict[Path, _PendingView] = {}  # read and changed only under the exclusive lock
 
     def inbox_dir(self, tenant_id: str, worker_id: str) -> Path:
         """The worker's inbox folder (blocking: resolves symlinks); ids validated, stays in the workspace."""
@@ -152,6 +173,7 @@ class FileInboxStore:
                 return None
             # the item before its marker: a crash in between can let a resent duplicate in, never lose the item
             _replace_file(folder / InboxState.PENDING / name, encode_item(stored, indent=2))
+            _bump_generation(folder)
             touched = {folder / InboxState.PENDING}
             if marker is not None:
                 _replace_file(marker, stored.item_id.encode())
@@ -203,13 +225,18 @@ class FileInboxStore:
         touched: set[Path] = set()
         with _locked(folder, exclusive=True):
             now = self._clock()
-            for path, item in self._claimable(folder, tenant_id, worker_id, now, touched):
-                new = claimed(item, owner, now, lease_s)
-                touched |= _move(path, folder, new)
-                taken.append(new)
-                if len(taken) >= limit:
-                    break
-            _fsync_dirs(touched)
+            try:
+                for path, item in self._claimable(folder, tenant_id, worker_id, now, touched):
+                    new = claimed(item, owner, now, lease_s)
+                    touched |= _move(path, folder, new)
+                    taken.append(new)
+                    if len(taken) >= limit:
+                        break
+            except BaseException:
+                self._views.pop(folder, None)
+                raise
+            finally:
+                _fsync_dirs(touched)
         return tuple(taken)
 
     def _claimable(
@@ -223,12 +250,28 @@ class FileInboxStore:
                 if item is not None and is_claimable(item, now):
                     due.append((entry, item))
         due.sort(key=lambda pair: pair[0])
-        pending = sorted(_entries(folder / InboxState.PENDING, InboxState.PENDING))
-        known = dict(due)
-        for entry in heapq.merge(pending, (e for e, _ in due)):
-            item = known.get(entry) or self._read_for_claim(folder, entry, tenant_id, worker_id, touched)
+        pending = self._pending_view(folder)
+        next_due = 0
+        while True:  # a merge without look-ahead: a pending name leaves the view only once it is examined
+            head = pending.peek()
+            if head is None and next_due == len(due):
+                return
+            if head is not None and (next_due == len(due) or head < due[next_due][0]):
+                pending.position += 1
+                entry, item = head, self._read_for_claim(folder, head, tenant_id, worker_id, touched)
+            else:
+                (entry, item), next_due = due[next_due], next_due + 1
             if item is not None:
                 yield folder / entry.state / entry.name, item
+
+    def _pending_view(self, folder: Path) -> _PendingView:
+        """The sorted pending names, listed again only when something may have been added since."""
+        generation = _read_generation(folder)
+        view = self._views.get(folder)
+        if view is None or view.generation != generation:
+            entries = sorted(_entries(folder / InboxState.PENDING, InboxState.PENDING))
+            view = self._views[folder] = _PendingView(generation, entries)
+        return view
 
     def _read_for_claim(
         self, folder: Path, entry: _Entry, tenant_id: str, worker_id: str, touched: set[Path]
@@ -314,7 +357,21 @@ def _move(path: Path, folder: Path, item: InboxItem, *, rewrite: bool = True) ->
         return {path.parent}
     target.parent.mkdir(exist_ok=True)
     path.rename(target)
+    if item.state is InboxState.PENDING:
+        _bump_generation(folder)
     return {path.parent, target.parent}
+
+
+def _read_generation(folder: Path) -> str:
+    try:
+        return (folder / _GENERATION).read_text(encoding="ascii")
+    except FileNotFoundError:
+        return ""
+
+
+def _bump_generation(folder: Path) -> None:
+    """A hint for other processes' pending views (never fsynced: a crash loses those views too)."""
+    (folder / _GENERATION).write_text(uuid.uuid4().hex, encoding="ascii")
 
 
 @contextlib.contextmanager

@@ -284,21 +284,28 @@ class RedisInboxStore:
 
 
 def _state_fields(item: InboxItem) -> dict[str, str | int | None]:
-    data = item_to_json(item)
-    return {name: data[name] for name in STATE_FIELDS}
+    """The STATE_FIELDS as stored (the text pydantic would write)."""
+    return {
+        "state": item.state.value,
+        "attempts": item.attempts,
+        "lease_owner": item.lease_owner,
+        "lease_expires_at": iso(item.lease_expires_at) if item.lease_expires_at else None,
+        "last_error": item.last_error,
+        "retry_at": iso(item.retry_at) if item.retry_at else None,
+    }
 
 
 def _fields(item: InboxItem) -> dict[str, str | int]:
     data = item_to_json(item)
-    state = {name: data.pop(name) for name in STATE_FIELDS}
-    data.pop("version")
+    for name in (*STATE_FIELDS, "version"):
+        del data[name]
     fields: dict[str, str | int] = {
         "doc": json.dumps(data, separators=(",", ":")),
         "schema_version": item.schema_version,
         "created": micros(item.created_at),
         "version": item.version,
     }
-    fields.update({name: value for name, value in state.items() if value is not None})
+    fields.update({name: value for name, value in _state_fields(item).items() if value is not None})
     return fields
 
 

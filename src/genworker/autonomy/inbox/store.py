@@ -45,7 +45,7 @@ class InboxStore(Protocol):
 
     async def write(self, item: InboxItem) -> bool:
         """Store a new pending item; False (and nothing stored) when the worker already has an item
-        with this `dedupe_key` or this `item_id`. Publishes ``inbox.item_written`` on success."""
+        with this `dedupe_key`, or this very item (a retried write). Publishes ``inbox.item_written``."""
 
     async def get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None: ...
 

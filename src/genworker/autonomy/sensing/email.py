@@ -1,11 +1,11 @@
-"""The email sensor: new messages of one IMAP mailbox, by UID, with stdlib imaplib.
+"""The email sensor: new messages of IMAP folders, by UID, with stdlib imaplib.
 
-The cursor keeps the mailbox's UIDVALIDITY and the last reported UID; each poll asks for
-`UID SEARCH UID last+1:*` (at most `max_messages` per poll, the rest next poll) and reports
-`email.received` facts keyed by UIDVALIDITY + UID. The mailbox is opened read-only, so nothing is
-marked seen. When UIDVALIDITY changes (the mailbox was rebuilt, its UIDs mean nothing now), an
-`email.mailbox_reset` fact is written and the messages that are new by INTERNALDATE (after the
-newest one seen, minus the Message-IDs already reported) are reported once.
+For each folder the cursor keeps its UIDVALIDITY and the last reported UID; each poll looks for
+UIDs above it (at most `max_messages` per folder and poll, the rest next poll) and reports
+`email.received` facts keyed by folder + UIDVALIDITY + UID. Folders are opened read-only, so
+nothing is marked seen. When UIDVALIDITY changes (the folder was rebuilt, its UIDs mean nothing
+now), an `email.mailbox_reset` fact is written and the messages that are new by INTERNALDATE (not
+older than the newest one seen, minus the Message-IDs already reported) are reported once.
 
 Credentials come from the worker's CHANNEL_CREDENTIALS.json `email` section (worker_imap_host,
 worker_imap_port, worker_username or worker_address, worker_password).
@@ -23,6 +23,7 @@ from datetime import datetime, timedelta, timezone
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import default as default_policy
+from email.utils import parseaddr
 from typing import Any, Literal
 
 from pydantic import SecretStr
@@ -44,6 +45,7 @@ _INTERNALDATE = re.compile(rb'INTERNALDATE "\s?(\d{1,2})-(\w{3})-(\d{4}) (\d\d):
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _START = re.compile(rb"^\d+ \(")
+_HEADERS = "(UID INTERNALDATE RFC822.SIZE BODY.PEEK[HEADER])"
 
 Security = Literal["ssl", "starttls", "plain"]
 
@@ -113,61 +115,74 @@ class EmailSensor(PullSensor):
         self.connect = connect
 
     def scope(self) -> str:
-        return f"imap={self.account.host}:{self.account.port}/{self.account.username}/{self.filter.mailbox}"
+        return f"imap={self.account.host}/{self.account.username}"
 
     def observe(self, previous: Cursor | None, seq: int) -> Observation:
+        stored = previous.state.get("folders", {}) if previous is not None else {}
+        facts: list[Fact] = []
+        folders: dict[str, Any] = {}
         with self._session() as imap:
-            uidvalidity = self._select(imap)
-            all_uids = _search(imap, "ALL")
-            if previous is None and self.filter.on_first_poll == "baseline":
-                last = max(all_uids, default=0)
-                newest = _fetch(imap, [last], "(UID INTERNALDATE)") if last else []
-                return Observation((), _state(uidvalidity, last, newest[0].internaldate if newest else None, []))
-            old = _State.of(previous.state) if previous is not None else _State(uidvalidity, 0, None, ())
-            if old.uidvalidity != uidvalidity:
-                return self._after_reset(imap, old, uidvalidity, all_uids, seq)
-            uids = sorted(u for u in all_uids if u > old.last_uid)[: self.filter.max_messages]
-            messages = _fetch(imap, uids, "(UID INTERNALDATE RFC822.SIZE BODY.PEEK[HEADER])")
-            facts = self._facts(imap, uidvalidity, messages)
-            last = max(uids, default=old.last_uid)
-            return Observation(tuple(facts), self._next_state(old, uidvalidity, last, messages, facts))
+            for folder in self.filter.folders:
+                old = stored.get(folder) if isinstance(stored, Mapping) else None
+                found, folders[folder] = self._folder(imap, folder, old, seq)
+                facts.extend(found)
+        return Observation(tuple(facts), {"folders": folders})
+
+    def _folder(
+        self, imap: imaplib.IMAP4, folder: str, stored: Mapping[str, Any] | None, seq: int
+    ) -> tuple[list[Fact], dict[str, Any]]:
+        """The facts of one folder since its state (None: never polled) and its next state."""
+        uidvalidity = _select(imap, folder)
+        all_uids = _search(imap, "ALL")
+        if stored is None and self.filter.on_first_poll == "baseline":
+            last = max(all_uids, default=0)
+            newest = _fetch(imap, [last], "(UID INTERNALDATE)") if last else []
+            return [], _state(uidvalidity, last, newest[0].internaldate if newest else None, [])
+        old = _State.of(stored) if stored is not None else _State(uidvalidity, 0, None, ())
+        if old.uidvalidity != uidvalidity:
+            return self._after_reset(imap, folder, old, uidvalidity, all_uids, seq)
+        uids = sorted(u for u in all_uids if u > old.last_uid)[: self.filter.max_messages]
+        messages = _fetch(imap, uids, _HEADERS)
+        facts = self._facts(imap, folder, uidvalidity, messages)
+        return facts, _next_state(old, uidvalidity, max(uids, default=old.last_uid), messages, facts)
 
     def _after_reset(
-        self, imap: imaplib.IMAP4, old: _State, uidvalidity: int, uids: list[int], seq: int
-    ) -> Observation:
+        self, imap: imaplib.IMAP4, folder: str, old: _State, uidvalidity: int, uids: list[int], seq: int
+    ) -> tuple[list[Fact], dict[str, Any]]:
         reset = Fact(
             "email.mailbox_reset",
-            {"mailbox": self.filter.mailbox, "old_uidvalidity": old.uidvalidity, "new_uidvalidity": uidvalidity},
-            f"{seq}:reset:{old.uidvalidity}:{uidvalidity}",
+            {"mailbox": folder, "old_uidvalidity": old.uidvalidity, "new_uidvalidity": uidvalidity},
+            f"{seq}:reset:{folder}:{old.uidvalidity}:{uidvalidity}",
         )
         candidates = uids
         if old.last_internaldate is not None:
             since = (old.last_internaldate - timedelta(days=1)).date()
             candidates = _search(imap, "SINCE", f"{since.day}-{_MONTHS[since.month - 1]}-{since.year}")
-        headers = _fetch(imap, sorted(candidates), "(UID INTERNALDATE RFC822.SIZE BODY.PEEK[HEADER])")
         seen = set(old.recent_ids)
-        fresh = [m for m in headers if _unseen(m, old.last_internaldate, seen)]
+        fresh = [m for m in _fetch(imap, sorted(candidates), _HEADERS) if _unseen(m, old.last_internaldate, seen)]
         shown = fresh[-self.filter.max_messages :]
         facts = [reset]
         if len(shown) < len(fresh):
-            payload = {"mailbox": self.filter.mailbox, "total": len(fresh), "reported": len(shown)}
-            facts.append(Fact("email.messages_truncated", payload, f"{seq}:truncated:{uidvalidity}"))
-        facts.extend(self._facts(imap, uidvalidity, shown))
-        return Observation(tuple(facts), self._next_state(old, uidvalidity, max(uids, default=0), shown, facts))
+            payload = {"mailbox": folder, "total": len(fresh), "reported": len(shown)}
+            facts.append(Fact("email.messages_truncated", payload, f"{seq}:truncated:{folder}:{uidvalidity}"))
+        facts.extend(self._facts(imap, folder, uidvalidity, shown))
+        return facts, _next_state(old, uidvalidity, max(uids, default=0), shown, facts)
 
-    def _facts(self, imap: imaplib.IMAP4, uidvalidity: int, messages: list[_Message]) -> list[Fact]:
+    def _facts(self, imap: imaplib.IMAP4, folder: str, uidvalidity: int, messages: list[_Message]) -> list[Fact]:
         small = [m.uid for m in messages if m.size <= self.filter.max_body_bytes] if self.filter.body_chars else []
         bodies = {m.uid: m.literal for m in _fetch(imap, small, "(UID BODY.PEEK[])")} if small else {}
-        return [self._fact(uidvalidity, m, bodies.get(m.uid)) for m in messages]
+        return [self._fact(folder, uidvalidity, m, bodies.get(m.uid)) for m in messages]
 
-    def _fact(self, uidvalidity: int, message: _Message, raw: bytes | None) -> Fact:
+    def _fact(self, folder: str, uidvalidity: int, message: _Message, raw: bytes | None) -> Fact:
         header = _parse(message.literal, headers_only=True)
+        sender = _header(header, "from")
         payload: dict[str, Any] = {
-            "mailbox": self.filter.mailbox,
+            "mailbox": folder,
             "uid": message.uid,
             "uidvalidity": uidvalidity,
             "message_id": _header(header, "message-id"),
-            "from": _header(header, "from"),
+            "from": sender,
+            "sender": parseaddr(sender)[1].lower() if sender else None,
             "to": _header(header, "to"),
             "cc": _header(header, "cc"),
             "subject": _header(header, "subject"),
@@ -176,15 +191,7 @@ class EmailSensor(PullSensor):
             "size": message.size,
         }
         payload.update(_body(raw, self.filter.body_chars))
-        return Fact("email.received", payload, f"uid:{uidvalidity}:{message.uid}")
-
-    def _next_state(
-        self, old: _State, uidvalidity: int, last_uid: int, messages: list[_Message], facts: list[Fact]
-    ) -> dict[str, Any]:
-        dates = [m.internaldate for m in messages if m.internaldate is not None]
-        newest = max([*dates, *([old.last_internaldate] if old.last_internaldate else [])], default=None)
-        ids = [str(f.payload["message_id"]) for f in facts if f.payload.get("message_id")]
-        return _state(uidvalidity, last_uid, newest, [*old.recent_ids, *ids][-RECENT_IDS:])
+        return Fact("email.received", payload, f"uid:{folder}:{uidvalidity}:{message.uid}")
 
     @contextlib.contextmanager
     def _session(self) -> Iterator[imaplib.IMAP4]:
@@ -199,19 +206,6 @@ class EmailSensor(PullSensor):
         finally:
             with contextlib.suppress(Exception):
                 imap.logout()
-
-    def _select(self, imap: imaplib.IMAP4) -> int:
-        typ, data = imap.select(f'"{self.filter.mailbox}"', readonly=True)
-        if typ != "OK":
-            raise SensorPollError(f"mailbox {self.filter.mailbox!r} cannot be opened: {_text(data)}")
-        _, values = imap.response("UIDVALIDITY")
-        if not values or values[0] is None:
-            typ, data = imap.status(f'"{self.filter.mailbox}"', "(UIDVALIDITY)")
-            found = re.search(rb"UIDVALIDITY (\d+)", data[0] if data and isinstance(data[0], bytes) else b"")
-            if typ != "OK" or found is None:
-                raise SensorPollError(f"the server reports no UIDVALIDITY for {self.filter.mailbox!r}")
-            return int(found.group(1))
-        return int(values[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +224,30 @@ class _State:
             datetime.fromisoformat(date) if isinstance(date, str) else None,
             tuple(str(i) for i in state.get("recent_ids", ())),
         )
+
+
+def _select(imap: imaplib.IMAP4, folder: str) -> int:
+    """Open `folder` read-only (nothing gets marked seen); its UIDVALIDITY."""
+    typ, data = imap.select(f'"{folder}"', readonly=True)
+    if typ != "OK":
+        raise SensorPollError(f"mailbox {folder!r} cannot be opened: {_text(data)}")
+    _, values = imap.response("UIDVALIDITY")
+    if values and values[0] is not None:
+        return int(values[0])
+    typ, data = imap.status(f'"{folder}"', "(UIDVALIDITY)")
+    found = re.search(rb"UIDVALIDITY (\d+)", data[0] if data and isinstance(data[0], bytes) else b"")
+    if typ != "OK" or found is None:
+        raise SensorPollError(f"the server reports no UIDVALIDITY for {folder!r}")
+    return int(found.group(1))
+
+
+def _next_state(
+    old: _State, uidvalidity: int, last_uid: int, messages: list[_Message], facts: list[Fact]
+) -> dict[str, Any]:
+    dates = [m.internaldate for m in messages if m.internaldate is not None]
+    newest = max([*dates, *([old.last_internaldate] if old.last_internaldate else [])], default=None)
+    ids = [str(f.payload["message_id"]) for f in facts if f.payload.get("message_id")]
+    return _state(uidvalidity, last_uid, newest, [*old.recent_ids, *ids][-RECENT_IDS:])
 
 
 def _state(uidvalidity: int, last_uid: int, newest: datetime | None, recent_ids: list[str]) -> dict[str, Any]:
@@ -325,7 +343,7 @@ def _body(raw: bytes | None, limit: int) -> dict[str, Any]:
         return {"body": None, "body_type": None, "body_truncated": raw is None and limit > 0}
     try:
         part = _parse(raw).get_body(preferencelist=("plain", "html"))
-        text = part.get_content() if part is not None else ""
+        text = str(part.get_content()).replace("\r\n", "\n") if part is not None else ""
     except Exception:  # an undecodable body: the headers are still worth reporting
         return {"body": None, "body_type": None, "body_truncated": True}
     kind = part.get_content_subtype() if part is not None else None

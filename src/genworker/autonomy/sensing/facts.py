@@ -35,8 +35,9 @@ class Fact:
     key: str  # deterministic identity of the observation within its sensor
 
     def fields(self) -> Mapping[str, Any]:
-        """What filters and routing rules see: the payload plus `event_type`."""
-        return MappingProxyType({**self.payload, "event_type": self.event_type})
+        """What filters and routing rules see: `event_type` plus the payload; a payload field of
+        that name (a webhook sender's own event type) wins."""
+        return MappingProxyType({"event_type": self.event_type, **self.payload})
 
 
 @dataclass(frozen=True, slots=True)

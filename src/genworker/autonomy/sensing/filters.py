@@ -3,11 +3,12 @@
 `filter` is free-form in PERSONA.md; here it is parsed (unknown keys are errors, so a typo does not
 silently widen a sensor) into one model per sensor type:
 
-- workspace_file: `path` (folder, relative to the worker folder), `include` / `exclude` globs,
-  `on_first_poll`, `push`
-- git: `repo` (relative to the worker folder), `branches` globs, `tags`, `on_first_poll`, `max_commits`
-- email: `mailbox`, `security`, `from`, `subject_contains`, `on_first_poll`, `max_messages`,
-  `max_body_bytes`, `body_chars`
+- workspace_file: `path` (folder, relative to the worker folder), `include` (alias `paths`) /
+  `exclude` globs, `on_first_poll`, `push`, `max_files`
+- git: `repo` (relative to the worker folder), `branches` (alias `branch`) globs, `paths` (only
+  commits touching them), `tags`, `on_first_poll`, `max_commits`
+- email: `folders` (alias `mailbox`), `security`, `from`, `exclude_senders`, `subject_contains`,
+  `on_first_poll`, `max_messages`, `max_body_bytes`, `body_chars`
 - webhook: `secret_env` (the NAME of the environment variable holding the HMAC secret)
 """
 
@@ -18,7 +19,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from genworker.autonomy.sensing.errors import SensorConfigError
 from genworker.workspace.models.base import StrTuple, relative_path, thaw
@@ -58,7 +59,7 @@ def glob_matches(path: str, pattern: str) -> bool:
 
 class WorkspaceFileFilter(_Filter):
     path: str = "."
-    include: StrTuple = ()  # empty: every file
+    include: StrTuple = Field(default=(), validation_alias=AliasChoices("include", "paths"))  # empty: all
     exclude: StrTuple = ()
     on_first_poll: FirstPoll = "baseline"
     push: bool = False  # also watch the folder with watchfiles and poll right after a change
@@ -80,7 +81,8 @@ class WorkspaceFileFilter(_Filter):
 
 class GitFilter(_Filter):
     repo: str
-    branches: StrTuple = ()  # globs on branch names; empty: every branch
+    branches: StrTuple = Field(default=(), validation_alias=AliasChoices("branches", "branch"))  # globs; empty: all
+    paths: StrTuple = ()  # git glob pathspecs: only commits touching them are reported
     tags: bool = True
     on_first_poll: FirstPoll = "baseline"
     max_commits: int = Field(default=100, ge=1, le=10_000)  # per branch and poll; the newest are kept
@@ -101,24 +103,31 @@ class GitFilter(_Filter):
 
 
 class EmailFilter(_Filter):
-    mailbox: str = "INBOX"
+    folders: StrTuple = Field(default=("INBOX",), validation_alias=AliasChoices("folders", "mailbox"), min_length=1)
     security: Literal["ssl", "starttls", "plain"] | None = None  # default: ssl on port 993, else starttls
-    from_: StrTuple = Field(default=(), alias="from")  # case-insensitive substrings of the From header
+    from_: StrTuple = Field(default=(), validation_alias=AliasChoices("from", "from_"))  # substrings of From
+    exclude_senders: StrTuple = ()  # globs on the sender's address, e.g. noreply@*
     subject_contains: StrTuple = ()  # case-insensitive substrings of the Subject
     on_first_poll: FirstPoll = "baseline"
     max_messages: int = Field(default=50, ge=1, le=1000)  # per poll; the rest next poll
     max_body_bytes: int = Field(default=262_144, ge=0)  # larger messages are reported without a body
     body_chars: int = Field(default=4000, ge=0)
 
-    @field_validator("mailbox")
+    @field_validator("folders")
     @classmethod
-    def _ascii(cls, value: str) -> str:
-        if not value or not value.isascii() or any(c in value for c in '\r\n"\\'):
-            raise ValueError("mailbox must be a non-empty ASCII name without quotes, backslashes or newlines")
+    def _ascii(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for name in value:
+            if not name or not name.isascii() or any(c in name for c in '\r\n"\\'):
+                raise ValueError("folder names must be non-empty ASCII without quotes, backslashes or newlines")
+        if len(set(value)) != len(value):
+            raise ValueError("a folder is named twice")
         return value
 
     def passes(self, fields: Mapping[str, Any]) -> bool:
         if self.from_ and not _contains_any(fields.get("from"), self.from_):
+            return False
+        sender = fields.get("sender")
+        if isinstance(sender, str) and any(fnmatch.fnmatchcase(sender, g.casefold()) for g in self.exclude_senders):
             return False
         return not self.subject_contains or _contains_any(fields.get("subject"), self.subject_contains)
 

@@ -5,7 +5,8 @@ branch that moved, reports `git rev-list --topo-order --reverse old..new` as `gi
 (oldest first). Past `max_commits` per branch and poll, only the newest ones are reported, after a
 `git.commits_truncated` fact that counts the rest. A branch whose old sha is not an ancestor of
 the new one was rewritten (force-push): `git.branch_rewritten`, then the commits not reachable from
-the old sha. New branches and tags are reported once, not their history.
+the old sha. New branches and tags are reported once, not their history. With `filter.paths`, only
+commits that touch those paths are reported.
 
 git runs without a shell, with an environment that carries no credentials and reads neither the
 system nor the global git config; it never fetches.
@@ -22,9 +23,10 @@ from typing import Any
 
 from genworker.autonomy.sensing.base import Clock, Observation, PullSensor, confined_path, utc_now
 from genworker.autonomy.sensing.cursors import Cursor, CursorStore
-from genworker.autonomy.sensing.errors import SensorPollError
+from genworker.autonomy.sensing.errors import SensorConfigError, SensorPollError
 from genworker.autonomy.sensing.facts import Fact, FactEmitter
 from genworker.autonomy.sensing.filters import GitFilter
+from genworker.ids import is_inside
 from genworker.workspace.models.persona import SensorConfig
 
 __all__ = ["GitCommit", "GitRefs", "GitRepo", "GitSensor"]
@@ -77,6 +79,18 @@ class GitRepo:
             raise SensorPollError(f"git {args[0]} failed ({done.returncode}): {message[-1] if message else ''}")
         return done
 
+    def storage(self) -> list[Path]:
+        """Every folder git reads objects and refs from: the git dir, the common dir, alternates."""
+        out = self._run("rev-parse", "--absolute-git-dir", "--git-common-dir").stdout.splitlines()
+        folders = [Path(out[0]), (self.path / out[1]) if len(out) > 1 else Path(out[0])]
+        for base in folders[1:]:
+            alternates = base / "objects" / "info" / "alternates"
+            if alternates.is_file():
+                for line in alternates.read_text(encoding="utf-8", errors="replace").splitlines():
+                    if line.strip() and not line.startswith("#"):
+                        folders.append((base / "objects" / line.strip()).resolve())
+        return folders
+
     def refs(self) -> GitRefs:
         fmt = f"%(refname){_SEP}%(objectname){_SEP}%(*objectname)"
         out = self._run("for-each-ref", f"--format={fmt}", "refs/heads", "refs/tags").stdout
@@ -96,12 +110,15 @@ class GitRepo:
     def is_ancestor(self, old: str, new: str) -> bool:
         return self._run("merge-base", "--is-ancestor", old, new, ok=(0, 1)).returncode == 0
 
-    def commits(self, new: str, old: str | None) -> list[GitCommit]:
-        """Commits reachable from `new` but not from `old`, parents before children."""
+    def commits(self, new: str, old: str | None, paths: tuple[str, ...] = ()) -> list[GitCommit]:
+        """Commits reachable from `new` but not from `old`, parents before children; with `paths`
+        (glob pathspecs), only those that touch them."""
         fmt = _SEP.join(["%H", "%P", "%an", "%ae", "%aI", "%s"])
         args = ["rev-list", "--no-commit-header", "--topo-order", "--reverse", f"--format={fmt}", new]
         if old is not None:
             args.append(f"^{old}")
+        if paths:
+            args.extend(["--", *(f":(glob){p}" for p in paths)])
         commits = []
         for line in self._run(*args).stdout.splitlines():
             sha, parents, name, email, date, subject = line.split(_SEP, 5)
@@ -148,6 +165,9 @@ class GitSensor(PullSensor):
         if not path.is_dir():
             raise SensorPollError(f"repository {self.filter.repo!r} does not exist under the worker folder")
         repo = GitRepo(path)
+        for folder in repo.storage():  # a .git file or alternates must not reach outside the tenant
+            if not is_inside(self.limit, folder):
+                raise SensorConfigError(f"repository {self.filter.repo!r} keeps its data outside the tenant folder")
         refs = repo.refs()
         state: dict[str, Any] = {
             "branches": dict(sorted(refs.branches.items())),
@@ -184,7 +204,7 @@ class GitSensor(PullSensor):
             facts.append(Fact("git.branch_rewritten", payload, f"{seq}:branch_rewritten:{branch}:{old}:{new}"))
             if since is None:  # the old history is gone: nothing to diff against
                 return
-        commits = repo.commits(new, since)
+        commits = repo.commits(new, since, self.filter.paths)
         shown = commits[-self.filter.max_commits :]
         if len(shown) < len(commits):
             payload = {"branch": branch, "old_sha": old, "new_sha": new, "total": len(commits), "reported": len(shown)}

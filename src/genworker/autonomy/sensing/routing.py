@@ -1,6 +1,7 @@
 """Which route a sensed fact takes: a sensor's routing_rules, in order, then its fallbacks.
 
-A rule looks up `field` in the fact's fields (the payload plus `event_type`); a dotted field walks
+A rule looks up `field` in the fact's fields (`event_type` plus the payload, whose own `event_type`
+wins: a webhook body's event type); a dotted field walks
 into nested objects and lists (`sender.email`, `to.0`). A key that itself contains dots is found
 first. How the pattern is compared with the value:
 

@@ -62,6 +62,8 @@ class SensorStatus:
 
 
 class SensorRunner:
+    """The sensors of one worker. Building it resolves paths (blocking); `start` once, `stop` once."""
+
     def __init__(
         self,
         worker: Worker,
@@ -88,10 +90,8 @@ class SensorRunner:
     def _add(self, config: SensorConfig) -> None:
         mode: Literal["poll", "push"] = "push" if config.source_type == "webhook" else "poll"
         interval = None if mode == "push" else (config.poll_interval or DEFAULT_POLL_INTERVAL_S)
-        base = SensorStatus(
-            self.worker.tenant_id, self.worker.worker_id, config.key, config.source_type, mode, "ready",
-            poll_interval=interval,
-        )  # fmt: skip
+        tenant_id, worker_id = self.worker.key
+        base = SensorStatus(tenant_id, worker_id, config.key, config.source_type, mode, "ready", poll_interval=interval)
         try:
             sensor = self._build(config)
         except Exception as exc:  # a broken config degrades this sensor only
@@ -127,8 +127,8 @@ class SensorRunner:
             self._tasks.append(asyncio.create_task(self._loop(sensor), name=f"sensor:{w}/{key}"))
             self._tasks.append(asyncio.create_task(self._watch(sensor), name=f"sensor-push:{w}/{key}"))
 
-    async def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """Let running polls finish (up to `timeout`, then cancel them) and mark every sensor stopped.
+    async def stop(self, grace_s: float = STOP_TIMEOUT_S) -> None:
+        """Let running polls finish (up to `grace_s`, then cancel them) and mark every sensor stopped.
 
         Cancelling between an inbox write and the cursor move is safe: the next run repeats the
         facts and the inbox drops them by dedupe key.
@@ -137,7 +137,7 @@ class SensorRunner:
         for wake in self._wake.values():
             wake.set()
         if self._tasks:
-            _, pending = await asyncio.wait(self._tasks, timeout=timeout)
+            _, pending = await asyncio.wait(self._tasks, timeout=grace_s)
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)

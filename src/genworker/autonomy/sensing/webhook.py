@@ -34,9 +34,11 @@ __all__ = [
     "TIMESTAMP_HEADER",
     "WebhookError",
     "body_facts",
+    "check_timestamp",
     "ingest",
     "select_webhook_sensor",
     "sign",
+    "signature_mismatch",
     "verify_signature",
     "webhook_secret_env",
 ]
@@ -92,18 +94,29 @@ def sign(secret: bytes, timestamp: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret, timestamp.encode("ascii") + b"." + body, hashlib.sha256).hexdigest()
 
 
-def verify_signature(secret: bytes, body: bytes, signature: str | None, timestamp: str | None, now: datetime) -> str:
-    """Check a signed request; returns the digest of the signed bytes. WebhookError 401 otherwise."""
+def check_timestamp(signature: str | None, timestamp: str | None, now: datetime) -> None:
+    """The checks that need no secret (headers present, timestamp fresh); WebhookError 401 otherwise."""
     if not signature or not timestamp:
         raise _bad_signature(f"send {SIGNATURE_HEADER} and {TIMESTAMP_HEADER}")
     if not timestamp.isdigit() or len(timestamp) > 12:
         raise _bad_signature(f"{TIMESTAMP_HEADER} must be unix seconds")
     if abs(now.timestamp() - int(timestamp)) > SIGNATURE_TOLERANCE_S:
         raise _bad_signature(f"{TIMESTAMP_HEADER} is more than {SIGNATURE_TOLERANCE_S // 60} minutes off")
+
+
+def verify_signature(secret: bytes, body: bytes, signature: str | None, timestamp: str | None, now: datetime) -> str:
+    """Check a signed request; returns the digest of the signed bytes. WebhookError 401 otherwise."""
+    check_timestamp(signature, timestamp, now)
+    assert signature is not None and timestamp is not None
     expected = sign(secret, timestamp, body)
     if not hmac.compare_digest(expected.encode("ascii"), signature.strip().encode("utf-8", "replace")):
-        raise _bad_signature("signature does not match")
+        raise signature_mismatch()
     return hashlib.sha256(timestamp.encode("ascii") + b"." + body).hexdigest()
+
+
+def signature_mismatch() -> WebhookError:
+    """The one answer for a wrong signature, and for anything an anonymous caller must not tell apart."""
+    return _bad_signature("signature does not match")
 
 
 def _bad_signature(why: str) -> WebhookError:

@@ -2,7 +2,8 @@
 
 Each poll walks the folder and diffs `{relative path: (mtime_ns, size)}` against the snapshot in the
 cursor, so changes made while the runtime was stopped are reported once at the next poll. Hidden
-entries (a leading dot), symlinks and the worker's own `sensor_snapshots/` are never reported. With
+entries (a leading dot), symlinks and the worker's runtime state folders (STATE_DIRS: the inbox,
+tasks, runs, cursors ...) are never reported, so a sensor cannot feed on its own writes. With
 `filter.push`, watchfiles wakes the poll right after a change; the diff stays the source of truth.
 """
 
@@ -19,16 +20,18 @@ from watchfiles import Change, awatch
 
 from genworker.autonomy.sensing.base import Clock, Observation, PullSensor, confined_path, utc_now
 from genworker.autonomy.sensing.cursors import Cursor, CursorStore
-from genworker.autonomy.sensing.errors import SensorPollError
+from genworker.autonomy.sensing.errors import SensorConfigError, SensorPollError
 from genworker.autonomy.sensing.facts import Fact, FactEmitter
 from genworker.autonomy.sensing.filters import WorkspaceFileFilter
 from genworker.workspace.models.persona import SensorConfig
 
-__all__ = ["FileState", "WorkspaceFileSensor", "diff_files", "scan_folder"]
+__all__ = ["STATE_DIRS", "FileState", "WorkspaceFileSensor", "diff_files", "scan_folder"]
 
 FileState = tuple[int, int]  # (mtime_ns, size)
 
 PUSH_DEBOUNCE_MS = 200
+STATE_DIRS = ("sensor_snapshots", "runtime", "tasks", "runs", "memory", "archive")
+"""Worker sub-folders the runtime writes to; never watched."""
 
 
 class WorkspaceFileSensor(PullSensor):
@@ -45,10 +48,16 @@ class WorkspaceFileSensor(PullSensor):
         super().__init__(config, emitter, cursors, clock)
         self.filter = sensor_filter
         self.limit = limit  # the folder the watched path must stay in (the tenant's folder)
-        self.folder()  # refuse an escaping path at construction
+        self.state_dirs = tuple((self.cursors.worker_dir / name).resolve() for name in STATE_DIRS)
+        self.folder()  # refuse a bad path at construction
 
     def folder(self) -> Path:
-        return confined_path(self.cursors.worker_dir, self.filter.path, self.limit, "filter.path")
+        folder = confined_path(self.cursors.worker_dir, self.filter.path, self.limit, "filter.path")
+        real = folder.resolve()
+        for state in self.state_dirs:
+            if real == state or state in real.parents:
+                raise SensorConfigError(f"filter.path {self.filter.path!r} is runtime state ({state.name}/)")
+        return folder
 
     def scope(self) -> str:
         return f"path={self.filter.path}"
@@ -57,7 +66,7 @@ class WorkspaceFileSensor(PullSensor):
         folder = self.folder()
         if not folder.is_dir():
             raise SensorPollError(f"watched folder {self.filter.path!r} does not exist under the worker folder")
-        current = scan_folder(folder, skip=self.cursors.folder, max_files=self.filter.max_files)
+        current = scan_folder(folder, skip=self.state_dirs, max_files=self.filter.max_files)
         state = {"files": {path: list(st) for path, st in sorted(current.items())}}
         if previous is None and self.filter.on_first_poll == "baseline":
             return Observation((), state)
@@ -71,12 +80,12 @@ class WorkspaceFileSensor(PullSensor):
     async def watch(self, trigger: Callable[[], None], stop: asyncio.Event) -> None:
         if not self.filter.push:
             return
-        folder = self.folder()
-        skip = str(self.cursors.folder.resolve())
+        folder = await asyncio.to_thread(self.folder)
+        skip = tuple(str(state) + os.sep for state in self.state_dirs)
 
         def wanted(change: Change, path: str) -> bool:
             rel = os.path.relpath(path, folder)
-            return not path.startswith(skip) and not any(p.startswith(".") for p in Path(rel).parts)
+            return not (path + os.sep).startswith(skip) and not any(p.startswith(".") for p in Path(rel).parts)
 
         async for _ in awatch(
             folder, watch_filter=wanted, stop_event=stop, debounce=PUSH_DEBOUNCE_MS, step=20, recursive=True
@@ -84,11 +93,11 @@ class WorkspaceFileSensor(PullSensor):
             trigger()
 
 
-def scan_folder(folder: Path, *, skip: Path | None = None, max_files: int = 20_000) -> dict[str, FileState]:
-    """`{posix path relative to folder: (mtime_ns, size)}` of the regular files under `folder`."""
-    skipped = skip.resolve() if skip is not None else None
+def scan_folder(folder: Path, *, skip: tuple[Path, ...] = (), max_files: int = 20_000) -> dict[str, FileState]:
+    """`{posix path relative to folder: (mtime_ns, size)}` of the regular files under `folder`,
+    leaving out hidden entries, symlinks and the (resolved) folders in `skip`."""
     found: dict[str, FileState] = {}
-    for rel, st in _walk(folder, "", skipped):
+    for rel, st in _walk(folder, "", frozenset(skip)):
         found[rel] = st
         if len(found) > max_files:
             raise SensorPollError(
@@ -97,7 +106,7 @@ def scan_folder(folder: Path, *, skip: Path | None = None, max_files: int = 20_0
     return found
 
 
-def _walk(folder: Path, prefix: str, skip: Path | None) -> Iterator[tuple[str, FileState]]:
+def _walk(folder: Path, prefix: str, skip: frozenset[Path]) -> Iterator[tuple[str, FileState]]:
     try:
         entries = list(os.scandir(folder))
     except FileNotFoundError:  # removed while walking
@@ -108,7 +117,7 @@ def _walk(folder: Path, prefix: str, skip: Path | None) -> Iterator[tuple[str, F
         rel = f"{prefix}{entry.name}"
         try:
             if entry.is_dir(follow_symlinks=False):
-                if skip is None or Path(entry.path).resolve() != skip:
+                if Path(entry.path).resolve() not in skip:
                     yield from _walk(Path(entry.path), f"{rel}/", skip)
             elif entry.is_file(follow_symlinks=False):
                 st = entry.stat(follow_symlinks=False)

@@ -1,0 +1,101 @@
+"""The heartbeat's state files under ``tenants/{t}/workers/{w}/runtime/``: one JSON document each,
+read through a pydantic TypeAdapter after a schema_version check, replaced atomically under a lock.
+Blocking: call from a worker thread."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
+
+from genworker.autonomy.heartbeat.errors import HeartbeatFileError
+from genworker.ids import safe_join, validate_id
+
+__all__ = ["locked", "read_document", "runtime_file", "update_document", "write_atomic"]
+
+T = TypeVar("T")
+
+
+def runtime_file(workspace: Path, tenant_id: str, worker_id: str, name: str) -> Path:
+    """`{workspace}/tenants/{t}/workers/{w}/runtime/{name}` (ids validated, stays in the workspace)."""
+    folder = safe_join(
+        workspace, "tenants", validate_id(tenant_id, "tenant id"), "workers", validate_id(worker_id, "worker id")
+    )
+    return folder / "runtime" / name
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Exclusive across threads and processes sharing the workspace (an flock on `.{name}.lock` beside it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # also releases the lock
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Temp file in the same folder, fsync, rename over `path`, fsync of the folder."""
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        Path(name).replace(path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def read_document(adapter: TypeAdapter[T], path: Path, supported: int) -> T | None:
+    """The decoded file, None when it does not exist; HeartbeatFileError when it cannot be used."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise HeartbeatFileError(path, f"cannot be read: {exc}") from None
+    try:
+        raw: Any = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HeartbeatFileError(path, f"not valid JSON ({exc})") from None
+    version = raw.get("schema_version") if isinstance(raw, dict) else None
+    if type(version) is not int or version != supported:
+        raise HeartbeatFileError(
+            path, f"unsupported schema_version {version!r} (this runtime reads schema_version {supported})"
+        )
+    try:
+        return adapter.validate_python(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(root)'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)[:5]
+        )
+        raise HeartbeatFileError(path, f"invalid fields: {problems}") from None
+
+
+def update_document(
+    adapter: TypeAdapter[T], path: Path, supported: int, change: Callable[[T | None], T | None]
+) -> T | None:
+    """Read, apply `change` (None: leave the file as it is), write atomically, all under the file's lock."""
+    with locked(path):
+        current = read_document(adapter, path, supported)
+        new = change(current)
+        if new is not None and new is not current:
+            write_atomic(path, adapter.dump_json(new, indent=2) + b"\n")
+        return new if new is not None else current

@@ -1,0 +1,511 @@
+"""HeartbeatRunner.run_once: one heartbeat of one worker (seed §3.5).
+
+::
+
+    claim up to batch_size items ── none: return (no model call, no file written)
+      └─ AttentionLedger.admit: a concern another item took up within its window ─▶ consumed as duplicate
+      └─ HeartbeatStrategy.decide_action(item)
+           summary  ─▶ one main-session cognition turn for all of them ─▶ reported | silent | failed
+           task     ─▶ a standard task through the router (runs on in the background)
+           isolated ─▶ an isolated run in its own thread, reporting back to the main session
+      └─ consume / fail each item through InboxAggregate
+      └─ heartbeat meta: cursor, open concerns, task refs, counters
+
+Task and isolated runs are started here and followed in background tasks this runner owns; their
+items are consumed once the router has accepted the run (its RunRecord exists). A summary turn that
+fails releases its concerns and fails its items, so they are retried with the inbox's backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Final, Literal, assert_never
+
+from genworker.autonomy.heartbeat.answer import NeedsAttention, NothingToReport, Unreadable, parse_answer
+from genworker.autonomy.heartbeat.config import HeartbeatSettings
+from genworker.autonomy.heartbeat.errors import HeartbeatFileError
+from genworker.autonomy.heartbeat.ledger import Admitted, AlreadySeen, AttentionLedger, Settlement, concern_of
+from genworker.autonomy.heartbeat.main_session import MainSessionHeartbeat
+from genworker.autonomy.heartbeat.meta import (
+    HeartbeatCursor,
+    HeartbeatMeta,
+    HeartbeatMetaStore,
+    LastRun,
+    OpenConcern,
+    RunKind,
+    TaskRef,
+)
+from genworker.autonomy.heartbeat.outcomes import (
+    HeartbeatReport,
+    ItemOutcome,
+    ItemResult,
+    Reported,
+    Silent,
+    SummaryFailed,
+    SummaryOutcome,
+)
+from genworker.autonomy.heartbeat.prompts import isolated_prompt, summary_prompt, task_prompt, title_of
+from genworker.autonomy.heartbeat.strategy import (
+    DefaultHeartbeatStrategy,
+    HeartbeatStrategy,
+    RunIsolated,
+    SubmitTask,
+    Summarize,
+)
+from genworker.autonomy.inbox import InboxAggregate, InboxError, InboxItem
+from genworker.events import EventBus, EventBusError, new_event
+from genworker.worker.context.tokens import truncate_tokens
+from genworker.worker.governance.models import SourceType
+from genworker.worker.router import RouteAccepted, RouteDone, RouteError, RouteRequest, RouterEvent, WorkerRouter
+from genworker.worker.skill_matcher import SkillMatcher
+from genworker.workspace.snapshot import Worker
+
+__all__ = [
+    "HEARTBEAT_THREAD",
+    "TOPIC_COMPLETED",
+    "TOPIC_ISOLATED_REPORTED",
+    "TOPIC_REPORTED",
+    "HeartbeatRunner",
+]
+
+log = logging.getLogger("genworker.heartbeat")
+
+HEARTBEAT_THREAD: Final = "heartbeat"  # the summary turns' thread: one turn at a time per tenant
+TOPIC_REPORTED: Final = "heartbeat.reported"
+TOPIC_ISOLATED_REPORTED: Final = "heartbeat.isolated_reported"
+TOPIC_COMPLETED: Final = "heartbeat.completed"
+SENSOR_SOURCES: Final = frozenset({"webhook", "workspace_file", "git", "email"})
+RESULT_TOKENS: Final = 120  # an isolated run's report back
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class _Claim:
+    item: InboxItem
+    concern: str
+
+
+class HeartbeatRunner:
+    def __init__(
+        self,
+        router: WorkerRouter,
+        inbox: InboxAggregate,
+        ledger: AttentionLedger,
+        meta: HeartbeatMetaStore,
+        settings: HeartbeatSettings,
+        *,
+        main: MainSessionHeartbeat | None = None,
+        strategy: HeartbeatStrategy | None = None,
+        bus: EventBus | None = None,
+        clock: Callable[[], datetime] = _utc_now,
+        owner: str | None = None,
+    ) -> None:
+        self.router = router
+        self.inbox = inbox
+        self.ledger = ledger
+        self.meta = meta
+        self.settings = settings
+        self.main = main or MainSessionHeartbeat(router.sessions)
+        self.strategy: HeartbeatStrategy = strategy or DefaultHeartbeatStrategy()
+        self.bus = bus
+        self.clock = clock
+        self.owner = owner or f"heartbeat-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._runs: dict[str, asyncio.Task[None]] = {}
+        self._matcher = SkillMatcher()
+
+    # -- one heartbeat -----------------------------------------------------------------
+
+    async def run_once(self, tenant_id: str, worker_id: str) -> HeartbeatReport:
+        """One heartbeat of the worker; runs of the same worker never overlap in this process."""
+        async with self._locks.setdefault((tenant_id, worker_id), asyncio.Lock()):
+            started = self.clock()
+            worker = self.router.registry.worker(tenant_id, worker_id)
+            if worker is None:
+                return HeartbeatReport(tenant_id, worker_id, started, skipped="the worker is not loaded")
+            items = await self.inbox.claim(
+                tenant_id, worker_id, self.owner, limit=self.settings.batch_size, lease_s=self.settings.lease_s
+            )
+            if not items:
+                return HeartbeatReport(tenant_id, worker_id, started)
+            try:
+                return await self._process(worker, items, started)
+            except Exception as exc:  # e.g. an unreadable ledger: say why on the items, not only in the log
+                for item in items:
+                    await self._fail(item, f"heartbeat failed: {type(exc).__name__}: {exc}", retry=True, quiet=True)
+                raise
+
+    async def _process(self, worker: Worker, items: Sequence[InboxItem], started: datetime) -> HeartbeatReport:
+        claims = [_Claim(item, concern_of(item)) for item in items]
+        admissions = await self.ledger.admit(
+            worker.tenant_id, worker.worker_id, [(c.concern, c.item.item_id) for c in claims]
+        )
+        results: dict[str, ItemResult] = {}
+        summarise: list[tuple[_Claim, Summarize]] = []
+        started_runs: list[TaskRef] = []
+        for claim, admission in zip(claims, admissions, strict=True):
+            match admission:
+                case AlreadySeen(entry=entry):
+                    results[claim.item.item_id] = await self._duplicate(claim, entry.item_id)
+                    continue
+                case Admitted():
+                    pass
+                case _:
+                    assert_never(admission)
+            decision = self.strategy.decide_action(claim.item, worker.persona.heartbeat)
+            match decision:
+                case Summarize():
+                    summarise.append((claim, decision))
+                case SubmitTask() | RunIsolated():
+                    result, ref = await self._start(worker, claim, decision)
+                    results[claim.item.item_id] = result
+                    started_runs.extend([ref] if ref is not None else [])
+                case _:
+                    assert_never(decision)
+        summary: SummaryOutcome | None = None
+        if summarise:
+            summary = await self._summarize(worker, [c for c, _ in summarise], started)
+            for result in await self._settle_summary(worker, summarise, summary):
+                results[result.item_id] = result
+        ordered = tuple(results[item.item_id] for item in items)
+        report = HeartbeatReport(worker.tenant_id, worker.worker_id, started, len(items), ordered, summary)
+        await self._record(report, claims, started_runs)
+        return report
+
+    # -- duplicates --------------------------------------------------------------------
+
+    async def _duplicate(self, claim: _Claim, first_item_id: str) -> ItemResult:
+        reason = f"concern already taken up by {first_item_id} within the attention window"
+        error = await self._consume(claim.item)
+        return ItemResult(claim.item.item_id, claim.concern, "duplicate", "duplicate", reason, error=error)
+
+    # -- the summary turn ----------------------------------------------------------------
+
+    async def _summarize(self, worker: Worker, claims: Sequence[_Claim], now: datetime) -> SummaryOutcome:
+        try:
+            meta = await self.meta.get(worker.tenant_id, worker.worker_id)
+        except HeartbeatFileError as exc:  # the meta is a view: the turn goes on without the open concerns
+            log.error("[Heartbeat] %s", exc)
+            meta = None
+        items = [c.item for c in claims]
+        req = RouteRequest(
+            worker.tenant_id,
+            worker.worker_id,
+            summary_prompt(items, meta.open_concerns if meta else (), item_tokens=self.settings.item_tokens),
+            "heartbeat",
+            items[0].item_id if len(items) == 1 else f"{items[0].item_id}+{len(items) - 1}",
+            HEARTBEAT_THREAD,
+            conversational=False,
+            skill_id=self._matcher.match(worker, "").skill_id,  # the worker's default skill, never a keyword pick
+            history=await self.main.history(worker.tenant_id, worker.worker_id),
+        )
+        try:
+            done = await _route_to_end(self.router.route_stream(req))
+        except RouteError as exc:
+            return SummaryFailed(f"{exc.code}: {exc}", retry=False)
+        except Exception as exc:  # a provider or store failure: the items are retried later
+            log.exception("[Heartbeat] %s/%s: summary turn failed", worker.tenant_id, worker.worker_id)
+            return SummaryFailed(f"{type(exc).__name__}: {exc}", retry=True)
+        run_id, result = done.record.run_id, done.result
+        if result.status != "completed":
+            detail = result.error or result.error_code or "no output"
+            return SummaryFailed(f"summary run {result.status}: {detail}", result.status != "approval_required", run_id)
+        answer = parse_answer(result.output)
+        match answer:
+            case NothingToReport():
+                return Silent(run_id)
+            case NeedsAttention(message=message):
+                stored = await self.main.say(worker.tenant_id, worker.worker_id, message, run_id=run_id, now=now)
+                item_ids = [c.item.item_id for c in claims]
+                await self._publish(TOPIC_REPORTED, worker, message=stored, run_id=run_id, item_ids=item_ids)
+                return Reported(stored, run_id)
+            case Unreadable(error=error):
+                return SummaryFailed(error, retry=True, run_id=run_id)
+            case _:
+                assert_never(answer)
+
+    async def _settle_summary(
+        self, worker: Worker, summarised: Sequence[tuple[_Claim, Summarize]], summary: SummaryOutcome
+    ) -> list[ItemResult]:
+        """Consume or fail the items of one summary turn; one ledger write for all of them."""
+        results = []
+        match summary:
+            case Reported(run_id=run_id) | Silent(run_id=run_id):
+                outcome: ItemOutcome = "reported" if isinstance(summary, Reported) else "silent"
+                for claim, decision in summarised:
+                    error = await self._consume(claim.item)
+                    results.append(_summary_result(claim, decision, outcome, run_id, error))
+                done = Settlement("summary", outcome, run_id)
+                await self.ledger.settle(worker.tenant_id, worker.worker_id, {c.concern: done for c, _ in summarised})
+            case SummaryFailed(error=error, retry=retry, run_id=run_id):
+                claims = [(c.concern, c.item.item_id) for c, _ in summarised]
+                await self.ledger.release(worker.tenant_id, worker.worker_id, claims)
+                for claim, decision in summarised:
+                    await self._fail(claim.item, error, retry=retry)
+                    results.append(_summary_result(claim, decision, "failed", run_id, error))
+            case _:
+                assert_never(summary)
+        return results
+
+    # -- tasks and isolated runs -------------------------------------------------------------
+
+    async def _start(
+        self, worker: Worker, claim: _Claim, decision: SubmitTask | RunIsolated
+    ) -> tuple[ItemResult, TaskRef | None]:
+        item = claim.item
+        kind: RunKind = "isolated" if isinstance(decision, RunIsolated) else "task"
+        main_key = self.main.key(worker.worker_id) if kind == "isolated" else None
+        req = self._run_request(worker, item, decision, main_key)
+        stream = self.router.route_stream(req)
+        try:
+            accepted = await anext(stream)
+        except Exception as exc:
+            retry = not isinstance(exc, RouteError)  # a route error is a configuration problem: no retry
+            why = f"{exc.code}: {exc}" if isinstance(exc, RouteError) else f"{type(exc).__name__}: {exc}"
+            await self.ledger.release(item.tenant_id, item.worker_id, [(claim.concern, item.item_id)])
+            await self._fail(item, why, retry=retry)
+            return ItemResult(item.item_id, claim.concern, kind, "failed", decision.reason, error=why), None
+        assert isinstance(accepted, RouteAccepted)
+        ref = TaskRef(
+            kind,
+            item.item_id,
+            claim.concern,
+            accepted.run_id,
+            accepted.task_id,
+            accepted.thread_id,
+            self.clock(),
+            main_session_key=main_key,
+        )
+        task = asyncio.create_task(self._follow(worker, item, ref, stream), name=f"heartbeat-{kind}:{ref.run_id}")
+        self._runs[ref.run_id] = task
+        task.add_done_callback(lambda _: self._runs.pop(ref.run_id, None))
+        error = await self._consume(item)
+        await self.ledger.settle(
+            item.tenant_id, item.worker_id, {claim.concern: Settlement(kind, "submitted", ref.run_id)}
+        )
+        return ItemResult(item.item_id, claim.concern, kind, "submitted", decision.reason, ref.run_id, error), ref
+
+    def _run_request(
+        self, worker: Worker, item: InboxItem, decision: SubmitTask | RunIsolated, main_key: str | None
+    ) -> RouteRequest:
+        tokens = self.settings.item_tokens
+        goal_id = _text(item.payload.get("goal_id"))
+        source: SourceType
+        if main_key is not None:
+            source, source_id, thread = "heartbeat", item.item_id, f"iso-{uuid.uuid4().hex[:16]}"
+            text = isolated_prompt(item, decision.reason, main_key, item_tokens=tokens)
+        else:
+            source = (
+                "goal"
+                if goal_id and item.event_type.startswith("goal.")
+                else "sensor"
+                if item.source_type in SENSOR_SOURCES
+                else "event"
+            )
+            # a sensor's facts keep its key as source_id: governance looks up the sensor's require_approval
+            source_id, thread = (item.source_id if source == "sensor" else item.item_id), None
+            text = task_prompt(item, decision.reason, item_tokens=tokens)
+        return RouteRequest(
+            worker.tenant_id,
+            worker.worker_id,
+            text,
+            source,
+            source_id,
+            thread,
+            conversational=False,
+            skill_id=next((s for s in decision.preferred_skill_ids if s in worker.skills), None),
+            duty_id=_text(item.metadata.get("duty_id")),
+            trigger_id=_text(item.metadata.get("trigger_id")),
+            goal_id=goal_id,
+        )
+
+    async def _follow(self, worker: Worker, item: InboxItem, ref: TaskRef, stream: AsyncIterator[RouterEvent]) -> None:
+        """Drive the accepted run to its end, then record it (and report an isolated run back)."""
+        state, output = "failed", ""
+        try:
+            done = await _route_to_end(stream)
+            state = str(done.record.state)
+            output = done.result.output or done.result.error or done.result.error_code or ""
+        except Exception as exc:
+            log.exception("[Heartbeat] %s run %s of %s/%s broke", ref.kind, ref.run_id, ref.item_id, worker.worker_id)
+            output = f"{type(exc).__name__}: {exc}"
+        now = self.clock()
+        reported = False
+        if ref.kind == "isolated":
+            reported = await self._report_back(worker, item, ref, state, output, now)
+
+        def change(meta: HeartbeatMeta) -> HeartbeatMeta:
+            refs = tuple(
+                replace(r, run_state=state, finished_at=now, reported=reported) if r.run_id == ref.run_id else r
+                for r in meta.task_refs
+            )
+            closed = state == "completed"
+            concerns = tuple(c for c in meta.open_concerns if not (closed and c.run_id == ref.run_id))
+            return replace(meta, task_refs=refs, open_concerns=concerns)
+
+        await self.meta.update(worker.tenant_id, worker.worker_id, now, change)
+
+    async def _report_back(
+        self, worker: Worker, item: InboxItem, ref: TaskRef, state: str, output: str, now: datetime
+    ) -> bool:
+        short = truncate_tokens(" ".join(output.split()) or "(no output)", RESULT_TOKENS, what="result")
+        text = f"Isolated run {ref.run_id} on {title_of(item)} ended {state}: {short}"
+        try:
+            stored = await self.main.say(worker.tenant_id, worker.worker_id, text, run_id=ref.run_id, now=now)
+        except Exception:
+            log.exception("[Heartbeat] isolated run %s could not report back to %s", ref.run_id, ref.main_session_key)
+            return False
+        await self._publish(
+            TOPIC_ISOLATED_REPORTED, worker, message=stored, run_id=ref.run_id, state=state, item_id=item.item_id
+        )
+        return True
+
+    async def wait_runs(self, run_ids: Iterable[str] | None = None) -> None:
+        """Until the given background runs (default: all) have ended and been recorded."""
+        wanted = list(self._runs.values()) if run_ids is None else [t for r in run_ids if (t := self._runs.get(r))]
+        if wanted:
+            await asyncio.gather(*(asyncio.shield(t) for t in wanted), return_exceptions=True)
+
+    async def close(self, grace_s: float) -> None:
+        """Let background runs finish for `grace_s` seconds, then cancel the rest (their RunRecords
+        say `running` until the next start marks them interrupted)."""
+        try:
+            async with asyncio.timeout(grace_s):
+                await self.wait_runs()
+        except TimeoutError:
+            log.warning("[Heartbeat] %d runs still going after %.1f s at shutdown: cancelled", len(self._runs), grace_s)
+        tasks = list(self._runs.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    @property
+    def running(self) -> tuple[str, ...]:
+        return tuple(self._runs)
+
+    # -- bookkeeping -------------------------------------------------------------------
+
+    async def _record(self, report: HeartbeatReport, claims: Sequence[_Claim], refs: Sequence[TaskRef]) -> None:
+        now = self.clock()
+        window = self.settings.attention_window
+        by_id = {c.item.item_id: c.item for c in claims}
+        opened = tuple(
+            OpenConcern(r.concern, r.item_id, r.action, title_of(by_id[r.item_id]), now, now + window, r.run_id)
+            for r in report.items
+            if r.outcome in ("reported", "submitted")
+        )
+        newest = max((c.item for c in claims), key=lambda i: (i.created_at, i.item_id))
+        outcomes = Counter(r.outcome for r in report.items)
+        actions = Counter(r.action for r in report.items if r.outcome == "submitted")
+        summary = _summary_kind(report.summary)
+        last = LastRun(
+            now,
+            report.claimed,
+            summary,
+            getattr(report.summary, "run_id", None),
+            outcomes["duplicate"],
+            actions["task"],
+            actions["isolated"],
+            outcomes["failed"],
+        )
+
+        def change(meta: HeartbeatMeta) -> HeartbeatMeta:
+            c, cur = meta.counters, meta.cursor
+            counters = replace(
+                c,
+                model_turns=c.model_turns + report.model_turns,
+                reports=c.reports + (summary == "reported"),
+                silent=c.silent + (summary == "silent"),
+                duplicates=c.duplicates + outcomes["duplicate"],
+                tasks=c.tasks + actions["task"],
+                isolated=c.isolated + actions["isolated"],
+                failures=c.failures + outcomes["failed"],
+            )
+            cursor = HeartbeatCursor(now, newest.created_at, newest.item_id, cur.runs + 1, cur.items + report.claimed)
+            return replace(
+                meta,
+                cursor=cursor,
+                counters=counters,
+                open_concerns=(*meta.open_concerns, *opened),
+                task_refs=(*meta.task_refs, *refs),
+                last_run=last,
+            )
+
+        try:
+            await self.meta.update(report.tenant_id, report.worker_id, now, change)
+        except Exception:  # the items are already settled; the meta is a view of them
+            log.exception("[Heartbeat] %s/%s: heartbeat meta not updated", report.tenant_id, report.worker_id)
+        worker_key = {"tenant_id": report.tenant_id, "worker_id": report.worker_id}
+        await self._publish_raw(TOPIC_COMPLETED, worker_key, {"claimed": report.claimed, "summary": summary})
+
+    async def _consume(self, item: InboxItem) -> str | None:
+        try:
+            await self.inbox.consume(item, self.owner)
+        except InboxError as exc:  # the lease was lost: another runner has the item now
+            log.warning("[Heartbeat] could not consume %s: %s", item.item_id, exc)
+            return str(exc)
+        return None
+
+    async def _fail(self, item: InboxItem, error: str, *, retry: bool, quiet: bool = False) -> None:
+        try:
+            await self.inbox.fail(item, self.owner, error, retry=retry)
+        except InboxError as exc:  # quiet: items this run already settled are expected here
+            log.log(logging.DEBUG if quiet else logging.WARNING, "[Heartbeat] could not fail %s: %s", item.item_id, exc)
+
+    async def _publish(self, topic: str, worker: Worker, **payload: object) -> None:
+        await self._publish_raw(topic, {"tenant_id": worker.tenant_id, "worker_id": worker.worker_id}, payload)
+
+    async def _publish_raw(self, topic: str, who: dict[str, str], payload: dict[str, object]) -> None:
+        if self.bus is None:
+            return
+        tenant_id, worker_id = who["tenant_id"], who["worker_id"]
+        event = new_event(topic, source="heartbeat", tenant_id=tenant_id, worker_id=worker_id, payload=payload)
+        try:
+            await self.bus.publish(event)
+        except EventBusError as exc:
+            log.warning("[Heartbeat] event %s not published: %s", topic, exc)
+
+
+async def _route_to_end(stream: AsyncIterator[RouterEvent]) -> RouteDone:
+    done: RouteDone | None = None
+    async for event in stream:
+        if isinstance(event, RouteDone):
+            done = event
+    if done is None:
+        raise RuntimeError("the router ended without a result")
+    return done
+
+
+def _summary_result(
+    claim: _Claim, decision: Summarize, outcome: ItemOutcome, run_id: str | None, error: str | None
+) -> ItemResult:
+    return ItemResult(claim.item.item_id, claim.concern, "summary", outcome, decision.reason, run_id, error)
+
+
+def _summary_kind(summary: SummaryOutcome | None) -> Literal["reported", "silent", "failed"] | None:
+    match summary:
+        case Reported():
+            return "reported"
+        case Silent():
+            return "silent"
+        case SummaryFailed():
+            return "failed"
+        case None:
+            return None
+        case _:
+            assert_never(summary)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,227 @@
+"""Tasks and isolated runs the heartbeat starts, through the real router and governance.
+
+A task is a standard run tagged with its source; an isolated run has its own thread, is tagged
+`heartbeat`, and reports a short result back to the main session. Both are RunRecords; both are
+refs in the heartbeat meta. The persona's goal settings pick the action for goal items, and a sensor
+that requires approval gates the task.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from fastapi.testclient import TestClient
+
+from genworker.api.app import create_app
+from genworker.autonomy.heartbeat import HEARTBEAT_NAME, TOPIC_ISOLATED_REPORTED, HeartbeatReport
+from genworker.autonomy.inbox import InboxItem, InboxState, new_item
+from genworker.conversation import main_session_id
+from genworker.events import Event
+from genworker.runtime.composition import Runtime
+from genworker.settings import load_settings
+from genworker.testing import Reply, ScriptedModelServer
+from genworker.worker.task import RunRecord, RunRef
+
+T = TypeVar("T")
+
+PERSONA = """---
+identity: {name: Alice, worker_id: alice, role: ops}
+heartbeat:
+  goal_task_actions: [open_ticket]
+  goal_isolated_actions: [investigate]
+  goal_isolated_deviation_threshold: 0.5
+sensor_configs:
+  - {source_type: webhook, sensor_id: hooks}
+  - {source_type: webhook, sensor_id: gated, require_approval: true}
+---
+You are Alice.
+"""
+GOAL = "---\ngoal_id: uptime\ntitle: 99.9% uptime\nstatus: active\n---\nKeep it up.\n"
+DUTY = "---\nduty_id: payments\ntitle: Payments\ntriggers: [{id: m, type: manual}]\n---\nPay approved invoices.\n"
+
+
+@pytest.fixture
+def workspace(small_workspace: Callable[..., Path]) -> Path:
+    extra = {
+        "tenants/acme/workers/alice/PERSONA.md": PERSONA,
+        "tenants/acme/workers/alice/goals/uptime.md": GOAL,
+        "tenants/acme/workers/alice/duties/payments.md": DUTY,
+    }
+    return small_workspace({"acme": ["alice"]}, extra)
+
+
+@contextmanager
+def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[tuple[TestClient, Runtime]]:
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    env = {
+        "GENWORKER_LLM_MODEL": "openai/scripted",
+        "GENWORKER_LLM_API_BASE": model.base_url,
+        "GENWORKER_LLM_API_KEY": "k",
+        "GENWORKER_HOT_RELOAD": "false",
+        "GENWORKER_HEARTBEAT_ENABLED": "false",
+    }
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        yield client, client.app.state.runtime  # type: ignore[attr-defined]
+
+
+def call(client: TestClient, fn: Callable[[], Awaitable[T]]) -> T:
+    return client.portal.call(fn)  # type: ignore[union-attr, arg-type, return-value]
+
+
+def beat(client: TestClient, runtime: Runtime, *items: InboxItem) -> HeartbeatReport:
+    """Write `items`, run one heartbeat and wait for the runs it started."""
+    assert runtime.inbox is not None and runtime.heartbeat is not None
+    inbox, service = runtime.inbox, runtime.heartbeat
+
+    async def go() -> HeartbeatReport:
+        for item in items:
+            assert await inbox.write(item)
+        report = await service.run_once("acme", "alice")
+        await service.runner.wait_runs(report.run_ids)
+        return report
+
+    return call(client, go)
+
+
+def run_record(client: TestClient, runtime: Runtime, run_id: str) -> RunRecord:
+    assert runtime.router is not None
+    tasks = runtime.router.tasks
+    return call(client, lambda: tasks.get_run(RunRef("acme", "alice", run_id)))
+
+
+def main_messages(client: TestClient, runtime: Runtime) -> list[Any]:
+    assert runtime.router is not None
+    sessions = runtime.router.sessions
+
+    async def get() -> list[Any]:
+        session = await sessions.get("acme", main_session_id("alice"))
+        return list(session.messages) if session is not None else []
+
+    return call(client, get)
+
+
+def meta(workspace: Path) -> dict[str, Any]:
+    path = workspace / "tenants/acme/workers/alice/runtime/heartbeat_meta.json"
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def hook(payload: dict[str, Any], *, sensor: str = "hooks", **kw: Any) -> InboxItem:
+    return new_item("acme", "alice", "webhook", sensor, "webhook.fact", payload, **kw)
+
+
+def goal_check(**payload: Any) -> InboxItem:
+    return new_item("acme", "alice", "event", "goal-checker", "goal.check", {"goal_id": "uptime", **payload})
+
+
+def test_a_task_route_starts_a_standard_task_tagged_with_its_sensor(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    def is_the_task(body: dict[str, Any]) -> None:
+        assert "rotate the API key" in body["messages"][-1]["content"]
+
+    model_server.expect(Reply("Rotated.", check=is_the_task))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        item = hook({"title": "rotate the API key"}, route="task")
+        report = beat(client, runtime, item)
+        (result,) = report.items
+        record = run_record(client, runtime, result.run_id or "")
+        assert main_messages(client, runtime) == []  # tasks do not speak in the main session
+    assert (result.action, result.outcome, report.model_turns) == ("task", "submitted", 0)
+    assert record.state == "completed" and record.provenance.source_type == "sensor"
+    assert record.provenance.source_id == "hooks"
+    (ref,) = meta(workspace)["task_refs"]
+    assert ref["kind"] == "task" and ref["item_id"] == item.item_id and ref["run_state"] == "completed"
+    assert meta(workspace)["open_concerns"] == []  # closed when the run completed
+
+
+def test_an_isolated_run_has_its_own_thread_and_reports_back(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Checked the three replicas: lag is back under 2 s after the vacuum finished."))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.bus is not None
+        bus, seen = runtime.bus, []
+
+        async def subscribe() -> None:
+            async def handler(event: Event) -> None:
+                seen.append(event)
+
+            bus.subscribe(TOPIC_ISOLATED_REPORTED, handler)
+
+        call(client, subscribe)
+        item = hook({"title": "replica lag 40s"}, route="isolated")
+        report = beat(client, runtime, item)
+        (result,) = report.items
+        record = run_record(client, runtime, result.run_id or "")
+        messages = main_messages(client, runtime)
+        call(client, bus.drain)  # type: ignore[attr-defined]
+    assert (result.action, result.outcome) == ("isolated", "submitted")
+    assert record.state == "completed" and record.thread_id and record.thread_id.startswith("iso-")
+    assert record.provenance.source_type == "heartbeat" and record.provenance.source_id == item.item_id
+    (back,) = messages
+    assert back.name == HEARTBEAT_NAME and back.run_id == record.run_id
+    assert "replica lag 40s" in back.content and "lag is back under 2 s" in back.content
+    assert "completed" in back.content
+    (ref,) = meta(workspace)["task_refs"]
+    assert ref["kind"] == "isolated" and ref["main_session_key"] == "alice.main" and ref["reported"] is True
+    assert ref["thread_id"] == record.thread_id
+    assert [e.payload["run_id"] for e in seen] == [record.run_id]
+
+
+def test_goal_items_follow_the_persona_heartbeat_settings(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("ticket opened"), Reply("investigated"), Reply("deep dive done"))
+    model_server.expect(Reply('{"attention": false, "message": ""}'))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        task = beat(client, runtime, goal_check(action="open_ticket", deviation=0.9)).items[0]
+        by_action = beat(client, runtime, goal_check(action="investigate")).items[0]
+        by_deviation = beat(client, runtime, goal_check(action="wait", deviation=0.8)).items[0]
+        small = beat(client, runtime, goal_check(action="watch", deviation=0.1)).items[0]
+        again = beat(client, runtime, goal_check(action="watch", deviation=0.2)).items[0]  # same goal concern
+        goal_run = run_record(client, runtime, task.run_id or "")
+    actions = [r.action for r in (task, by_action, by_deviation, small, again)]
+    assert actions == ["task", "isolated", "isolated", "summary", "duplicate"]
+    assert "goal_task_actions" in task.reason and "exceeds 0.5" in by_deviation.reason
+    assert goal_run.provenance.source_type == "goal" and goal_run.provenance.goal_id == "uptime"
+
+
+def test_a_sensor_that_requires_approval_gates_the_task(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        # the item names the duty that mandates the work; without one the run would be read-only
+        item = hook({"title": "wire money"}, sensor="gated", route="task", metadata={"duty_id": "payments"})
+        report = beat(client, runtime, item)
+        (result,) = report.items
+        record = run_record(client, runtime, result.run_id or "")
+        assert runtime.inbox is not None
+        inbox = runtime.inbox
+        consumed = call(client, lambda: inbox.list("acme", "alice", InboxState.CONSUMED))
+    assert model_server.requests == []  # nothing ran: a person decides first
+    assert record.state == "waiting_approval" and record.provenance.duty_id == "payments"
+    assert any("sensor_requires_approval" in r for r in record.provenance.governance_decision.reasons)  # type: ignore[union-attr]
+    assert len(consumed) == 1
+    (ref,) = meta(workspace)["task_refs"]
+    assert ref["run_state"] == "waiting_approval"
+    assert [c["run_id"] for c in meta(workspace)["open_concerns"]] == [record.run_id]  # still open
+
+
+def test_blocked_work_is_recorded_with_its_reason(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        item = new_item(
+            "acme", "alice", "event", "c", "goal.check", {"goal_id": "no-such-goal", "action": "open_ticket"}
+        )
+        (result,) = beat(client, runtime, item).items
+        record = run_record(client, runtime, result.run_id or "")
+    assert model_server.requests == []
+    assert record.state == "failed" and record.error is not None and record.error.code == "governance_blocked"
+    assert meta(workspace)["task_refs"][0]["run_state"] == "failed"
