@@ -70,6 +70,9 @@ def test_demo_server_starts_without_a_model_and_says_why_it_is_not_ready(tmp_pat
         status, debug = _get(f"{base}/api/v1/debug/runtime")  # loopback: allowed without a token
         assert status == 200
         assert debug["workspace"]["tenants"]["demo"]["status"] == "loaded"  # type: ignore[index]
+        sensors = {s["sensor_key"]: s for s in debug["sensors"]["demo/assistant"]}  # type: ignore[index]
+        assert sensors["shared-notes"]["state"] == "ready" and sensors["shared-notes"]["polls"] >= 1
+        assert sensors["office-webhooks"]["mode"] == "push"
     summary = [line for line in lines if "[Runtime]" in line]
     assert len(summary) == 1 and "ready=no (model_not_configured)" in summary[0]
 

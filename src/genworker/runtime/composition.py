@@ -21,6 +21,7 @@ import redis.asyncio as aioredis
 
 from genworker.autonomy.heartbeat import HeartbeatService, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
+from genworker.autonomy.sensing import SensorRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.client import LLMClient
@@ -59,6 +60,8 @@ class Runtime:
     inbox: InboxStore | None = None  # sensors write here
     inbox_aggregate: InboxAggregate | None = None  # the only thing that changes item state
     heartbeat: HeartbeatService | None = None
+    sensors: SensorRegistry | None = None
+    aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -79,6 +82,9 @@ class Runtime:
         await build_autonomy(self)
         if self.heartbeat is not None:
             await self.heartbeat.start(self.registry.workers())
+        if self.inbox is not None:
+            self.sensors = SensorRegistry(self.registry.root, self.inbox)
+            await self.sensors.sync(self.registry.workers())
         if self.watcher is not None:
             self.watcher.on_reload = self._reloaded
             self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
@@ -97,9 +103,12 @@ class Runtime:
             self._tasks.remove(task)
 
     async def _refresh_tools(self) -> None:
+        """MCP servers and sensors follow the reloaded configuration (only changed ones restart)."""
         await self.tools.start(
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
+        if self.sensors is not None:
+            await self.sensors.sync(self.registry.workers())
 
     async def _watch(self, watcher: WorkspaceWatcher) -> None:
         try:
@@ -119,6 +128,8 @@ class Runtime:
         for run in list(self.background):
             with contextlib.suppress(asyncio.CancelledError):
                 await run
+        if self.sensors is not None:
+            await self.sensors.stop()
         if self.heartbeat is not None:
             await self.heartbeat.stop()
         if self.bus is not None:
@@ -126,6 +137,8 @@ class Runtime:
         if isinstance(self.inbox, RedisInboxStore):
             await self.inbox.aclose()
         await self.tools.stop()
+        if self.aredis is not None:
+            await self.aredis.aclose()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
 
@@ -223,6 +236,7 @@ class Runtime:
             "backends": self.backends(),
             "settings_warnings": list(self.settings.warnings),
             "workspace": self.registry.describe(),
+            "sensors": self.sensors.describe() if self.sensors is not None else {},
         }
 
     def summary_line(self) -> str:
@@ -277,6 +291,7 @@ def build_router(runtime: Runtime) -> WorkerRouter:
     root = runtime.registry.root
     url = runtime.settings.redis_url
     aredis = aioredis.Redis.from_url(url) if runtime.redis is not None and url else None
+    runtime.aredis = aredis
     store: SessionStore = RedisSessionStore(aredis) if aredis is not None else FileSessionStore(root)
     confirmations = ConfirmationStore(root)
     return WorkerRouter(
