@@ -31,6 +31,7 @@ bench: $(STAMP)  ## workspace load/reload, then ReAct engine overhead (docs/benc
 	$(PY) bench/engine.py
 	$(PY) bench/chat_http.py
 	$(PY) bench/inbox.py
+	$(PY) bench/webhook.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

@@ -1,0 +1,129 @@
+"""`make bench` part 5 (P2): webhook ingest events/s through genworker
+(`POST /api/v1/webhook/ingest/{worker}`: API key, routing rules, a durable inbox write)
+against a bare FastAPI endpoint appending the same JSON to a file with the same durability
+(flush + fsync), both in their own process, 16 concurrent clients. Target: >= 0.7x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import httpx2 as httpx
+
+from chat_http import free_port, process
+from genworker.auth import ApiKeyStore
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "webhook.json"
+TARGET = 0.7
+
+BASELINE = """
+import os, sys, threading
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
+app = FastAPI()
+path = sys.argv[2]
+lock = threading.Lock()
+def append(line: bytes) -> None:
+    with lock, open(path, "ab") as fh:
+        fh.write(line + b"\\n"); fh.flush(); os.fsync(fh.fileno())
+@app.post("/ingest")
+async def ingest(request: Request) -> dict:
+    body = await request.body()
+    await run_in_threadpool(append, body)
+    return {"accepted": 1}
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+"""
+
+
+def workspace(root: Path) -> str:
+    worker = root / "tenants" / "bench" / "workers" / "w"
+    worker.mkdir(parents=True)
+    (root / "tenants" / "bench" / "TENANT.json").write_text(
+        '{"tenant_id": "bench", "trust_level": 2, "default_worker": "w"}', encoding="utf-8"
+    )
+    (worker / "PERSONA.md").write_text(
+        "---\nidentity: {name: W, worker_id: w}\nsensor_configs:\n  - source_type: webhook\n    sensor_id: hooks\n"
+        "    routing_rules:\n      - {field: kind, pattern: alert, match: exact, route: task}\n"
+        "    fallback_route: summary\n---\nYou help.\n",
+        encoding="utf-8",
+    )
+    return ApiKeyStore(root).create("bench")[1]
+
+
+async def blast(url: str, headers: dict[str, str], events: int, concurrency: int) -> float:
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(events):
+        queue.put_nowait(i)
+
+    async def client_loop(client: httpx.AsyncClient) -> None:
+        while not queue.empty():
+            i = queue.get_nowait()
+            body = {"id": uuid.uuid4().hex, "kind": "alert" if i % 2 else "note", "n": i, "text": "disk 91% full"}
+            response = await client.post(url, json=body, headers=headers)
+            assert response.status_code in (200, 202), response.text
+
+    async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=concurrency)) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(client_loop(client) for _ in range(concurrency)))
+        return events / (time.perf_counter() - started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="genworker-p2-") as tmp:
+        root = Path(tmp) / "workspace"
+        key = workspace(root)
+        (Path(tmp) / "configs").mkdir()
+        script = Path(tmp) / "baseline.py"
+        script.write_text(BASELINE, encoding="utf-8")
+        oport, bport = free_port(), free_port()
+        env = {
+            "GENWORKER_CONFIG_DIR": str(Path(tmp) / "configs"),
+            "LOG_LEVEL": "WARNING",
+            "GENWORKER_HOT_RELOAD": "false",
+            "GENWORKER_HEARTBEAT_ENABLED": "false",
+        }
+        ours_cmd = [str(Path(python).with_name("genworker")), "run", "--port", str(oport), "--workspace", str(root)]
+        base_cmd = [python, str(script), str(bport), str(Path(tmp) / "facts.jsonl")]
+        rates: dict[str, list[float]] = {"ours": [], "baseline": []}
+        with process(ours_cmd, oport, env) as ours, process(base_cmd, bport) as base:
+            targets = {
+                "ours": (ours + "/api/v1/webhook/ingest/w", {"Authorization": f"Bearer {key}"}),
+                "baseline": (base + "/ingest", {}),
+            }
+            for name, (url, headers) in targets.items():  # warm-up
+                asyncio.run(blast(url, headers, 100, args.concurrency))
+            for round_no in range(args.rounds):
+                order = ["ours", "baseline"] if round_no % 2 == 0 else ["baseline", "ours"]
+                for name in order:
+                    url, headers = targets[name]
+                    rates[name].append(asyncio.run(blast(url, headers, args.events, args.concurrency)))
+    best = {name: max(values) for name, values in rates.items()}
+    ratio = best["ours"] / best["baseline"]
+    verdict = "ok" if ratio >= TARGET else "MISSED"
+    print(f"P2 webhook ingest, {args.events} events x {args.rounds} rounds, {args.concurrency} concurrent clients")
+    print(f"  ours (key, routing, durable inbox)  {best['ours']:8.0f} events/s (best round)")
+    print(f"  baseline (append + fsync)           {best['baseline']:8.0f} events/s (best round)")
+    print(f"  ratio                               {ratio:8.2f}x   target >= {TARGET}x {verdict}")
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"rates": rates, "best": best, "ratio": ratio}, indent=2), encoding="utf-8")
+    print(f"wrote {RESULTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
