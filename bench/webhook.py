@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ours": (ours + "/api/v1/webhook/ingest/w", {"Authorization": f"Bearer {key}"}),
                 "baseline": (base + "/ingest", {}),
             }
-            for name, (url, headers) in targets.items():  # warm-up
+            for url, headers in targets.values():  # warm-up
                 asyncio.run(blast(url, headers, 100, args.concurrency))
             for round_no in range(args.rounds):
                 order = ["ours", "baseline"] if round_no % 2 == 0 else ["baseline", "ours"]
