@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,12 +26,16 @@ def _free_port() -> int:
 @contextmanager
 def server(tmp_path: Path, **env: str) -> Iterator[tuple[str, list[str]]]:
     port = _free_port()
+    # a copy: the running server writes runtime state (sensor cursors, runs) into its workspace
+    workspace = tmp_path / "workspace"
+    if not workspace.exists():
+        shutil.copytree(ROOT / "workspace", workspace)
     environ = {**os.environ, "GENWORKER_CONFIG_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1", **env}
     for key in ("GENWORKER_LLM_MODEL", "REDIS_URL", "ENVIRONMENT", "ENV"):
         if key not in env:
             environ.pop(key, None)
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "start.py"), "--port", str(port), "--workspace", str(ROOT / "workspace")],
+        [sys.executable, str(ROOT / "start.py"), "--port", str(port), "--workspace", str(workspace)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
