@@ -11,7 +11,6 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated
@@ -20,6 +19,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationErro
 
 from genworker.auth.errors import KeyFileError
 from genworker.auth.keys import HASH_PATTERN, KEY_ID_PATTERN
+from genworker.fsutil import write_atomic
 
 __all__ = ["KEY_FILE", "SCHEMA_VERSION", "KeyRecord", "locked", "read_key_file", "write_key_file"]
 
@@ -78,22 +78,7 @@ def read_key_file(path: Path) -> tuple[KeyRecord, ...]:
 def write_key_file(path: Path, records: Sequence[KeyRecord]) -> None:
     """Replace `path` atomically (temp file, fsync, rename, fsync of the folder). Call under `locked`."""
     body = _KeyFile(schema_version=SCHEMA_VERSION, keys=tuple(records)).model_dump_json(indent=2) + "\n"
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(body.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(path, body.encode("utf-8"))  # created 0600
 
 
 @contextlib.contextmanager

@@ -12,7 +12,6 @@ import contextlib
 import fcntl
 import logging
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime
@@ -22,6 +21,7 @@ from genworker.conversation.codec import decode_session, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionError
 from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
 from genworker.conversation.store import check_owner, is_expired, newest_first
+from genworker.fsutil import write_atomic
 from genworker.ids import PathEscapeError, is_inside, safe_join, validate_id
 
 __all__ = ["FileSessionStore"]
@@ -158,20 +158,4 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as tmp_file:
-            tmp_file.write(data)
-            tmp_file.flush()
-            os.fsync(tmp_file.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+_atomic_write = write_atomic

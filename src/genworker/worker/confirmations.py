@@ -7,7 +7,6 @@ accepts it for the same gated policy (`gate_ref`), so one approval cannot unlock
 from __future__ import annotations
 
 import json
-import os
 import threading
 import uuid
 from dataclasses import asdict, dataclass, replace
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from genworker.fsutil import write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.worker.governance import Approval
 
@@ -111,10 +111,4 @@ class ConfirmationStore:
 
     def _write(self, confirmation: Confirmation) -> None:
         path = self._path(confirmation.tenant_id, confirmation.worker_id, confirmation.confirmation_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.with_suffix(f".{uuid.uuid4().hex}.tmp")
-        with temp.open("w", encoding="utf-8") as handle:
-            json.dump(asdict(confirmation), handle, ensure_ascii=False, indent=2)
-            handle.flush()
-            os.fsync(handle.fileno())
-        temp.replace(path)
+        write_atomic(path, json.dumps(asdict(confirmation), ensure_ascii=False, indent=2).encode("utf-8"))

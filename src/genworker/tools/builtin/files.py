@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import stat
-import tempfile
 from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from genworker.fsutil import write_atomic as replace_file
 from genworker.ids import is_inside
 from genworker.tools.base import Effect, RiskLevel, Tool, ToolResult, function_tool
 from genworker.tools.context import ToolContext
@@ -146,23 +146,7 @@ def write_atomic(worker_dir: Path, raw: str, content: str, mode: str) -> tuple[s
         if len(old) > MAX_APPEND_TARGET_BYTES:
             raise FileToolError(f"{raw} is over {MAX_APPEND_TARGET_BYTES} bytes; cannot append")
         data = old + data
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(name)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.chmod(0o644)
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    replace_file(path, data, mode=0o644)
     return _display(worker_dir, path), len(data)
 
 

@@ -1,0 +1,96 @@
+"""Durable file primitives every store uses: atomic replace, exclusive create, move, flock.
+
+A write is complete when the function returns: data fsynced, renamed into place, and the
+folder fsynced so the rename itself survives a power loss.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+__all__ = ["create_exclusive", "file_lock", "fsync_dir", "move_file", "write_atomic"]
+
+
+def fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _temp_copy(path: Path, data: bytes, mode: int | None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            Path(name).chmod(mode)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace `path` with `data`: readers see the old file or the new one, never a partial one.
+    The file is created 0600 unless `mode` says otherwise."""
+    tmp = _temp_copy(path, data, mode)
+    try:
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def create_exclusive(path: Path, data: bytes) -> bool:
+    """Create `path` with `data` only if it does not exist; False when it already does.
+
+    The complete file is linked into place (`link` fails on an existing name, like O_EXCL), so a
+    reader never sees it half-written and two racing creators cannot both win.
+    """
+    tmp = _temp_copy(path, data, None)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(path.parent)
+    return True
+
+
+def move_file(source: Path, target: Path) -> bool:
+    """Move `source` to `target` atomically (same filesystem). When `source` is gone, True if
+    `target` exists (moved before), False if neither does."""
+    if not source.exists():
+        return target.exists()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        source.replace(target)
+    except FileNotFoundError:
+        return target.exists()
+    fsync_dir(target.parent)
+    fsync_dir(source.parent)
+    return True
+
+
+@contextlib.contextmanager
+def file_lock(lock_path: Path) -> Iterator[None]:
+    """An exclusive `flock` on `lock_path`: serialises threads and processes sharing the workspace."""
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
