@@ -28,8 +28,10 @@ import hashlib
 import logging
 import os
 import tempfile
+import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +39,7 @@ from typing import Final, NamedTuple
 
 from genworker.autonomy.inbox.codec import check_owner, decode_item, encode_item
 from genworker.autonomy.inbox.errors import InboxCorruptError, InboxError, InboxSchemaError
+from genworker.autonomy.inbox.group_commit import GroupCommit, Request
 from genworker.autonomy.inbox.models import InboxItem, InboxState
 from genworker.autonomy.inbox.store import (
     DEFAULT_LIST_LIMIT,
@@ -62,6 +65,7 @@ _DEDUPE: Final = "dedupe"
 _CORRUPT: Final = "corrupt"
 _LOCK: Final = ".lock"
 _GENERATION: Final = ".generation"
+_FSYNC_POOL: Final = ThreadPoolExecutor(max_workers=8, thread_name_prefix="inbox-fsync")
 
 
 def _utc_now() -> datetime:
@@ -93,6 +97,10 @@ class _PendingView:
         return self.entries[self.position] if self.position < len(self.entries) else None
 
 
+_Request = Request[InboxItem, bool]
+_Fresh = builtins.list[tuple[_Request, str, Path | None]]
+
+
 def _file_name(item: InboxItem) -> str:
     return f"{micros(item.created_at):020d}.{item.item_id}.json"
 
@@ -113,6 +121,8 @@ class FileInboxStore:
         self._clock = clock
         self._reported: set[str] = set()  # unreadable files already logged by claim
         self._views: dict[Path, _PendingView] = {}  # read and changed only under the exclusive lock
+        self._writers: dict[tuple[str, str], GroupCommit[InboxItem, bool]] = {}
+        self._writers_lock = threading.Lock()
 
     def inbox_dir(self, tenant_id: str, worker_id: str) -> Path:
         """The worker's inbox folder (blocking: resolves symlinks); ids validated, stays in the workspace."""
@@ -127,10 +137,20 @@ class FileInboxStore:
         )
 
     async def write(self, item: InboxItem) -> bool:
-        written = await asyncio.to_thread(self._write, item)
-        if written is not None:
-            await publish_quietly(self._bus, item_event(ITEM_WRITTEN, written, dedupe_key=written.dedupe_key))
-        return written is not None
+        stored = check_new_item(item)
+        if not await asyncio.wrap_future(self._writer(stored).submit(stored)):
+            return False
+        await publish_quietly(self._bus, item_event(ITEM_WRITTEN, stored, dedupe_key=stored.dedupe_key))
+        return True
+
+    def _writer(self, item: InboxItem) -> GroupCommit[InboxItem, bool]:
+        """The worker's group commit: concurrent writes in this process share one lock and one folder fsync."""
+        key = (item.tenant_id, item.worker_id)
+        with self._writers_lock:
+            writer = self._writers.get(key)
+            if writer is None:
+                writer = self._writers[key] = GroupCommit(self._commit, name=f"inbox-write-{key[0]}-{key[1]}")
+        return writer
 
     async def get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:
         return await asyncio.to_thread(self._get, tenant_id, worker_id, item_id)
@@ -161,25 +181,35 @@ class FileInboxStore:
 
     # -- blocking parts, run in a worker thread ------------------------------------
 
-    def _write(self, item: InboxItem) -> InboxItem | None:
-        stored = check_new_item(item)
-        folder = self.inbox_dir(item.tenant_id, item.worker_id)
-        name = _file_name(stored)
+    def _commit(self, batch: builtins.list[_Request]) -> builtins.list[_Request]:
+        """Store a batch of new items of one worker under one lock; a write is answered True only once
+        its files and the folders naming them are fsynced. The files are fsynced in parallel (the
+        filesystem merges the flushes) and each folder once. An item that fails alone fails alone.
+        A request repeating an earlier one of the batch waits for the next batch, to see how that one ends."""
+        first = batch[0].value
+        folder = self.inbox_dir(first.tenant_id, first.worker_id)
         with _locked(folder, exclusive=True):
-            marker = folder / _DEDUPE / _dedupe_name(stored.dedupe_key) if stored.dedupe_key is not None else None
-            if marker is not None and marker.exists():
-                return None
-            if _locate(folder, name) is not None:
-                return None
-            # the item before its marker: a crash in between can let a resent duplicate in, never lose the item
-            _replace_file(folder / InboxState.PENDING / name, encode_item(stored, indent=2))
+            fresh, later = _fresh(folder, batch)
+            staged: builtins.list[_Staged] = []
+            for request, name, marker in fresh:
+                staged.append(_Staged(request, name, marker))
+                try:
+                    staged[-1].stage(folder)
+                except BaseException as exc:
+                    staged.pop().fail(exc)
+            staged = _fsynced(staged)
+            # items are durable before their markers exist: a crash can let a resent duplicate in, never lose one
+            staged = [entry for entry in staged if entry.settle(entry.item_tmp)]
+            if not staged:
+                return later
             _bump_generation(folder)
-            touched = {folder / InboxState.PENDING}
-            if marker is not None:
-                _replace_file(marker, stored.item_id.encode())
-                touched.add(marker.parent)
-            _fsync_dirs(touched)
-        return stored
+            _fsync_dirs([folder / InboxState.PENDING])
+            staged = [entry for entry in staged if entry.settle(entry.marker_tmp)]
+            if any(entry.marker is not None for entry in staged):
+                _fsync_dirs([folder / _DEDUPE])
+        for entry in staged:
+            entry.request.future.set_result(True)
+        return later
 
     def _get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:
         validate_id(item_id, "inbox item id")
@@ -322,6 +352,77 @@ class FileInboxStore:
         return item
 
 
+@dataclass(eq=False)
+class _Staged:
+    """One new item of a batch: its temp files are written first, fsynced together, then renamed."""
+
+    request: _Request
+    name: str
+    marker: Path | None
+    item_tmp: tuple[Path, Path] | None = None  # (temp file, final path)
+    marker_tmp: tuple[Path, Path] | None = None
+
+    def stage(self, folder: Path) -> None:
+        self.item_tmp = _temp_file(folder / InboxState.PENDING / self.name, encode_item(self.request.value, indent=2))
+        if self.marker is not None:
+            self.marker_tmp = _temp_file(self.marker, self.request.value.item_id.encode())
+
+    def temps(self) -> builtins.list[Path]:
+        return [pair[0] for pair in (self.item_tmp, self.marker_tmp) if pair is not None]
+
+    def settle(self, pair: tuple[Path, Path] | None) -> bool:
+        """Rename one temp file into place; False (the write failed) if that fails."""
+        if pair is None:
+            return True
+        try:
+            pair[0].replace(pair[1])
+        except BaseException as exc:
+            self.fail(exc)
+            return False
+        return True
+
+    def fail(self, exc: BaseException) -> None:
+        for tmp in self.temps():
+            tmp.unlink(missing_ok=True)
+        self.request.future.set_exception(exc)
+
+
+def _fsynced(staged: builtins.list[_Staged]) -> builtins.list[_Staged]:
+    """Those whose temp files all reached the disk; the others fail."""
+    fsyncs = {entry: [_FSYNC_POOL.submit(_fsync_file, tmp) for tmp in entry.temps()] for entry in staged}
+    kept = []
+    for entry, futures in fsyncs.items():
+        errors = [error for error in (future.exception() for future in futures) if error is not None]
+        if errors:
+            entry.fail(errors[0])
+        else:
+            kept.append(entry)
+    return kept
+
+
+def _fresh(folder: Path, batch: builtins.list[Request[InboxItem, bool]]) -> tuple[_Fresh, builtins.list[_Request]]:
+    """The requests to store now, with their file name and dedupe marker, and those repeating an earlier
+    request of the batch; a duplicate of a stored item is answered False."""
+    fresh: _Fresh = []
+    later: builtins.list[_Request] = []
+    names: set[str] = set()
+    markers: set[Path] = set()
+    for request in batch:
+        item = request.value
+        name = _file_name(item)
+        marker = folder / _DEDUPE / _dedupe_name(item.dedupe_key) if item.dedupe_key is not None else None
+        if name in names or marker in markers:
+            later.append(request)
+        elif (marker is not None and marker.exists()) or _locate(folder, name) is not None:
+            request.future.set_result(False)
+        else:
+            names.add(name)
+            if marker is not None:
+                markers.add(marker)
+            fresh.append((request, name, marker))
+    return fresh, later
+
+
 def _dedupe_name(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -387,6 +488,28 @@ def _locked(folder: Path, *, exclusive: bool) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _temp_file(path: Path, data: bytes) -> tuple[Path, Path]:
+    """`data` in a new temp file next to `path` (not fsynced); the pair (temp file, path)."""
+    path.parent.mkdir(exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as tmp_file:
+            tmp_file.write(data)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp, path
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _replace_file(path: Path, data: bytes) -> None:
     """Temp file in the same folder, fsync, rename over `path` (the caller fsyncs the folder)."""
     path.parent.mkdir(exist_ok=True)
@@ -403,7 +526,7 @@ def _replace_file(path: Path, data: bytes) -> None:
         raise
 
 
-def _fsync_dirs(folders: set[Path]) -> None:
+def _fsync_dirs(folders: Iterable[Path]) -> None:
     for folder in folders:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
