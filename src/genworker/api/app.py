@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from genworker import __version__
 from genworker.api.auth import install_cors
 from genworker.api.errors import install_error_handlers
-from genworker.api.routes import autonomy, chat, debug, health, openai_compat, ops, runs, webhook
+from genworker.api.routes import autonomy, chat, debug, duties, health, openai_compat, ops, runs, webhook
 from genworker.runtime.composition import build_runtime
 from genworker.settings import Settings, load_settings
 
@@ -46,5 +46,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(ops.router)
     app.include_router(autonomy.router)
+    app.include_router(duties.router)
     app.include_router(webhook.router)
     return app

@@ -13,12 +13,14 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
 
+from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, route_through
 from genworker.autonomy.heartbeat import HeartbeatService, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
 from genworker.autonomy.sensing import SensorRegistry
@@ -61,6 +63,8 @@ class Runtime:
     inbox_aggregate: InboxAggregate | None = None  # the only thing that changes item state
     heartbeat: HeartbeatService | None = None
     sensors: SensorRegistry | None = None
+    duties: DutyScheduler | None = None
+    metrics: MetricSource | None = None  # what condition triggers read; none: they never fire
     aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -82,6 +86,8 @@ class Runtime:
         await build_autonomy(self)
         if self.heartbeat is not None:
             await self.heartbeat.start(self.registry.workers())
+        if self.duties is not None:
+            await self.duties.start(self.registry.workers())
         if self.inbox is not None:
             self.sensors = SensorRegistry(self.registry.root, self.inbox)
             await self.sensors.sync(self.registry.workers())
@@ -94,6 +100,8 @@ class Runtime:
         if outcome.ok:
             if self.heartbeat is not None:
                 self.heartbeat.sync(self.registry.workers())
+            if self.duties is not None:
+                self.duties.sync(self.registry.workers())
             task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
             self._tasks.append(task)
             task.add_done_callback(self._forget)
@@ -132,6 +140,8 @@ class Runtime:
             await self.sensors.stop()
         if self.heartbeat is not None:
             await self.heartbeat.stop()
+        if self.duties is not None:
+            await self.duties.stop()
         if self.bus is not None:
             await self.bus.close()
         if isinstance(self.inbox, RedisInboxStore):
@@ -308,7 +318,8 @@ def build_router(runtime: Runtime) -> WorkerRouter:
 
 
 async def build_autonomy(runtime: Runtime) -> None:
-    """The event bus, the inbox (files, or Redis when shared) and the heartbeat; after build_router."""
+    """The event bus, the inbox (files, or Redis when shared), the heartbeat and the duty scheduler;
+    after build_router."""
     assert runtime.router is not None
     root = runtime.registry.root
     url = runtime.settings.redis_url
@@ -323,6 +334,9 @@ async def build_autonomy(runtime: Runtime) -> None:
     runtime.inbox_aggregate = InboxAggregate(runtime.inbox, bus=runtime.bus)
     settings = heartbeat_settings(runtime.settings)
     runtime.heartbeat = HeartbeatService.build(root, runtime.router, runtime.inbox_aggregate, settings, bus=runtime.bus)
+    runtime.duties = DutyScheduler(
+        DutyStore(root), partial(route_through, runtime.router), bus=runtime.bus, metrics=runtime.metrics
+    )
 
 
 def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:

@@ -17,7 +17,7 @@ from typing import Any
 
 from genworker.conversation import AssistantMessage, SessionManager, ThreadQueue, UserMessage, to_model_messages
 from genworker.conversation.models import ConversationSession
-from genworker.engine.base import EngineDeps, EngineRequest, RunResult
+from genworker.engine.base import EngineDeps, EngineRequest, RunResult, RunStatus
 from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, ToolCallResult
 from genworker.llm.client import LLMClient
@@ -30,7 +30,7 @@ from genworker.worker.context.models import ManagedContext
 from genworker.worker.governance import GovernanceInput, GovernanceOutcome, TaskGovernanceStage
 from genworker.worker.governance.models import SourceType
 from genworker.worker.lifecycle import TaskLifecycle
-from genworker.worker.skill_matcher import SkillMatcher, UnknownSkillError
+from genworker.worker.skill_matcher import SkillMatch, SkillMatcher, UnknownSkillError
 from genworker.worker.task import (
     GovernanceVerdict,
     RunRecord,
@@ -70,6 +70,8 @@ class RouteRequest:
     goal_id: str | None = None
     approval_ref: str | None = None
     history: tuple[Message, ...] = ()  # stateless callers (OpenAI-compatible) send their own
+    idempotency_key: str | None = None  # a second request with the same key gets the first run back
+    scheduled_for: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +158,12 @@ class WorkerRouter:
         manifest = self._manifest(req, outcome, thread_id, run_id, task_id)
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
         decision = outcome.decision
-        await self.tasks.persist_initial(manifest, start=decision.action != "blocked")
+        persisted = await self.tasks.persist_initial(manifest, start=decision.action != "blocked")
+        if persisted.run_id != run_id:  # the idempotency key already made a run: never run it twice
+            status: RunStatus = "completed" if persisted.state == "completed" else "failed"
+            replay = RunResult(status, error_code="duplicate", error=f"already run as {persisted.run_id}")
+            yield RouteDone(replay, persisted)
+            return
         if decision.action == "blocked":
             message = (
                 "; ".join(r.message for r in decision.reasons if r.code not in ("default",)) or "blocked by policy"
@@ -169,19 +176,9 @@ class WorkerRouter:
             async for event in self._gate(req, manifest, outcome, ref):
                 yield event
             return
-        try:
-            match = self.matcher.match(
-                worker,
-                req.text,
-                skill_id=req.skill_id,
-                duty_skill_hint=outcome.manifest.skill_hint,
-                preferred_skill_ids=outcome.manifest.preferred_skill_ids,
-            )
-        except UnknownSkillError as exc:
-            match = None
-            error = str(exc)
-        if match is None or match.skill is None:
-            message = error if match is None else f"worker {worker.worker_id!r} has no skill for this request"
+        match = self._match_skill(worker, req, outcome)
+        if isinstance(match, str):
+            message = match
             record = await self.tasks.fail(ref, "no_skill", message)
             yield RunError(run_id, "no_skill", message)
             yield RouteDone(RunResult("failed", error_code="no_skill", error=message), record)
@@ -208,6 +205,7 @@ class WorkerRouter:
             provenance=manifest.provenance,
             thread_id=thread_id,
         )
+        assert match.skill is not None
         engine_req = EngineRequest(run_id, match.skill, context.task, scope)
         result: RunResult | None = None
         tool_calls: list[ToolCallRecord] = []
@@ -226,6 +224,20 @@ class WorkerRouter:
                 session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
             )
         yield RouteDone(result, record)
+
+    def _match_skill(self, worker: Worker, req: RouteRequest, outcome: GovernanceOutcome) -> SkillMatch | str:
+        """The skill for this task, or why there is none."""
+        try:
+            match = self.matcher.match(
+                worker,
+                req.text,
+                skill_id=req.skill_id,
+                duty_skill_hint=outcome.manifest.skill_hint,
+                preferred_skill_ids=outcome.manifest.preferred_skill_ids,
+            )
+        except UnknownSkillError as exc:
+            return str(exc)
+        return match if match.skill is not None else f"worker {worker.worker_id!r} has no skill for this request"
 
     async def _engine(
         self, engine_req: EngineRequest, context: ManagedContext, ref: RunRef
@@ -300,6 +312,8 @@ class WorkerRouter:
             policy_snapshot_ref=m.policy_snapshot_ref,
             governance_decision=verdict,
             approval_ref=m.approval_ref,
+            scheduled_for=req.scheduled_for,
+            idempotency_key=req.idempotency_key,
         )
         return TaskManifest(
             task_id=task_id,

@@ -1,0 +1,86 @@
+"""Run a worker's duty now, and read its execution records. Tenant-scoped: another tenant's worker is 404."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header
+from pydantic import BaseModel, ConfigDict
+
+from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.deps import get_runtime
+from genworker.api.errors import ApiError
+from genworker.api.routes.chat import run_summary
+from genworker.auth import Principal
+from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError
+from genworker.runtime.composition import Runtime
+from genworker.workspace.snapshot import Worker
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/workers/{worker_id}/duties", tags=["duties"])
+
+Auth = Annotated[Principal, Depends(require_principal)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+class RunDutyBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    trigger_id: str | None = None
+
+
+def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> Worker:
+    tenant_id, name = principal_worker(principal, worker_id)
+    worker = runtime.registry.worker(tenant_id, name)
+    if worker is None:
+        raise worker_not_found(worker_id)
+    return worker
+
+
+def _scheduler(runtime: Runtime) -> DutyScheduler:
+    if runtime.duties is None:
+        raise ApiError(503, "duties_unavailable", "the duty scheduler is not configured on this runtime")
+    return runtime.duties
+
+
+def _duty_not_found(duty_id: str) -> ApiError:
+    return ApiError(404, "duty_not_found", f"no duty {duty_id!r}")
+
+
+@router.post("/{duty_id}/run", summary="Run a duty now through its manual trigger; returns the run")
+async def run_duty(
+    worker_id: str,
+    duty_id: str,
+    principal: Auth,
+    runtime: RuntimeDep,
+    body: RunDutyBody | None = None,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    try:
+        fired = await _scheduler(runtime).run_manual(
+            worker, duty_id, body.trigger_id if body else None, idempotency_key=idempotency_key
+        )
+    except DutyNotFound:
+        raise _duty_not_found(duty_id) from None
+    return {
+        "duty_id": duty_id,
+        "trigger_id": fired.run.provenance.trigger_id,
+        "created": fired.created,
+        "idempotency_key": fired.key,
+        "run": run_summary(fired.run),
+    }
+
+
+@router.get("/{duty_id}/executions", summary="The duty's execution records, oldest first")
+async def list_executions(worker_id: str, duty_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    if duty_id not in worker.duties:
+        raise _duty_not_found(duty_id)
+    try:
+        store = _scheduler(runtime).store
+        records = await asyncio.to_thread(store.executions, worker.tenant_id, worker.worker_id, duty_id)
+    except DutyStateError as exc:
+        raise ApiError(500, "duty_state_unreadable", str(exc)) from None
+    return {"duty_id": duty_id, "executions": [r.model_dump(mode="json") for r in records]}

@@ -1,0 +1,334 @@
+"""DutyScheduler: fires each active duty's triggers through the WorkerRouter, each slot exactly once.
+
+- schedule: one APScheduler job per trigger; every tick fires the slots due since the last handled
+  slot (persisted), chosen by the misfire policy, so start-up catch-up and a late tick are one path;
+- condition: a job every `check_interval` reads the metric and fires only on the transition into true
+  (the truth is persisted, so a restart does not fire again while it stays true);
+- event: one EventBus subscription matches events against every event trigger;
+- manual: `run_manual`, for the API.
+
+Exactly-once: a fire routes with the key `duty_id:trigger_id:scheduled_for:duty_version`; the task
+lifecycle claims the key before anything runs, so a second fire of that slot gets the first run back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from genworker.autonomy.duties.conditions import MetricSource, evaluate_rule
+from genworker.autonomy.duties.errors import DutyNotFound
+from genworker.autonomy.duties.slots import aps_trigger, due_slots, duty_version, fire_key, select_slots
+from genworker.autonomy.duties.store import DutyStore, ExecutionRecord
+from genworker.events import EventBus, Subscription
+from genworker.events.models import Event
+from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest, WorkerRouter
+from genworker.worker.task import RunRecord
+from genworker.workspace.models.duty import (
+    ConditionTrigger,
+    DutySpec,
+    DutyStatus,
+    EventTrigger,
+    ManualTrigger,
+    ScheduleTrigger,
+)
+from genworker.workspace.snapshot import Worker
+
+__all__ = ["JOB_PREFIX", "DutyScheduler", "FireOutcome", "Route", "event_matches", "route_through"]
+
+log = logging.getLogger("genworker.duties")
+
+JOB_PREFIX: Final = "duty:"
+INBOX_WRITTEN: Final = "inbox.item_written"
+
+TriggerType = Literal["schedule", "event", "condition", "manual"]
+Route = Callable[[RouteRequest], Awaitable[tuple[RunRecord, bool]]]  # -> (run, created by this request)
+
+
+@dataclass(frozen=True, slots=True)
+class FireOutcome:
+    run: RunRecord
+    created: bool  # False: the key had already made `run`, nothing ran
+    key: str | None
+    scheduled_for: datetime
+
+
+async def route_through(router: WorkerRouter, req: RouteRequest) -> tuple[RunRecord, bool]:
+    """Route `req` to its end; (the run, whether this request created it)."""
+    accepted: str | None = None
+    done: RouteDone | None = None
+    async for event in router.route_stream(req):
+        if isinstance(event, RouteAccepted):
+            accepted = event.run_id
+        elif isinstance(event, RouteDone):
+            done = event
+    assert done is not None
+    return done.record, done.record.run_id == accepted
+
+
+def event_matches(trigger: EventTrigger, worker: Worker, event: Event) -> bool:
+    """Same tenant (and worker, when the event names one), source and topic patterns, payload filter.
+
+    An ``inbox.item_written`` event also matches as its item's sensor (`source_id`) and `event_type`."""
+    if event.tenant_id != worker.tenant_id or event.worker_id not in (None, worker.worker_id):
+        return False
+    sources, types = [event.source], [event.topic]
+    if event.topic == INBOX_WRITTEN:  # a sensor's item stands for the event it carries
+        sources.append(str(event.payload.get("source_id") or ""))
+        types.append(str(event.payload.get("event_type") or ""))
+    if not any(fnmatch.fnmatchcase(s, trigger.source) for s in sources):
+        return False
+    if trigger.event_type is not None and not any(fnmatch.fnmatchcase(t, trigger.event_type) for t in types):
+        return False
+    return all(event.payload.get(k) == v for k, v in trigger.filter.items())
+
+
+def job_id(worker: Worker, duty_id: str, trigger_id: str) -> str:
+    return f"{JOB_PREFIX}{worker.tenant_id}/{worker.worker_id}/{duty_id}/{trigger_id}"
+
+
+def _active(workers: Iterable[Worker]) -> Iterator[tuple[Worker, DutySpec]]:
+    for worker in workers:
+        for duty in worker.duties.values():
+            if duty.status == DutyStatus.ACTIVE:
+                yield worker, duty
+
+
+class DutyScheduler:
+    def __init__(
+        self,
+        store: DutyStore,
+        route: Route,
+        *,
+        bus: EventBus | None = None,
+        metrics: MetricSource | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        grace: timedelta = timedelta(seconds=60),
+    ) -> None:
+        self.store = store
+        self.route = route
+        self.bus = bus
+        self.metrics = metrics
+        self.clock = clock
+        self.grace = grace  # a slot no older than this is on time, not missed
+        self.last_error: dict[str, str] = {}
+        self._workers: dict[tuple[str, str], Worker] = {}
+        self._job_versions: dict[str, str] = {}
+        self._scheduler: AsyncIOScheduler | None = None
+        self._subscription: Subscription | None = None
+        self._fires: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._scheduler is not None
+
+    def jobs(self) -> dict[str, Any]:
+        if self._scheduler is None:
+            return {}
+        return {job.id: job for job in self._scheduler.get_jobs()}
+
+    async def start(self, workers: Iterable[Worker]) -> None:
+        """Start APScheduler on the running loop and subscribe to the bus; the first tick of each
+        schedule trigger catches up what was missed while no runtime was running."""
+        if self._scheduler is not None:
+            return
+        self._scheduler = AsyncIOScheduler(timezone=UTC)
+        self._scheduler.start()
+        if self.bus is not None:
+            self._subscription = self.bus.subscribe("*", self._on_event)
+        self.sync(workers)
+
+    def sync(self, workers: Iterable[Worker]) -> None:
+        """Follow the workspace: jobs for new or changed triggers, none for removed or inactive duties.
+        An unchanged duty keeps its job (and its keys)."""
+        self._workers = {w.key: w for w in workers}
+        if self._scheduler is None:
+            return
+        wanted: dict[str, tuple[Worker, DutySpec, ScheduleTrigger | ConditionTrigger]] = {}
+        for worker, duty in _active(self._workers.values()):
+            for trigger in duty.triggers:
+                if isinstance(trigger, ScheduleTrigger | ConditionTrigger):
+                    wanted[job_id(worker, duty.duty_id, trigger.id)] = (worker, duty, trigger)
+        for job in self._scheduler.get_jobs():
+            if job.id.startswith(JOB_PREFIX) and job.id not in wanted:
+                job.remove()
+                self._job_versions.pop(job.id, None)
+        for ident, (worker, duty, trigger) in wanted.items():
+            version = duty_version(duty)
+            if self._job_versions.get(ident) == version and self._scheduler.get_job(ident) is not None:
+                continue
+            self._job_versions[ident] = version
+            is_schedule = isinstance(trigger, ScheduleTrigger)
+            self._scheduler.add_job(
+                self._job,
+                aps_trigger(trigger)
+                if isinstance(trigger, ScheduleTrigger)
+                else IntervalTrigger(seconds=trigger.check_interval, timezone=UTC),
+                args=(worker.tenant_id, worker.worker_id, duty.duty_id, trigger.id, is_schedule),
+                id=ident,
+                name=f"duty {ident.removeprefix(JOB_PREFIX)}",
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=None,  # a late tick still runs; tick() applies the misfire policy
+                next_run_time=datetime.now(UTC),  # catch up / first check at once
+                replace_existing=True,
+            )
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        scheduler, self._scheduler = self._scheduler, None
+        if self._subscription is not None:
+            self._subscription.unsubscribe()
+            self._subscription = None
+        if scheduler is not None:
+            scheduler.pause()
+        fires = list(self._fires)
+        if fires:
+            _, pending = await asyncio.wait(fires, timeout=grace_s)
+            for task in pending:
+                task.cancel()
+        if scheduler is not None:
+            scheduler.shutdown(wait=False)
+
+    # -- firing ------------------------------------------------------------------
+
+    def _find(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str) -> tuple[Worker, DutySpec, Any]:
+        worker = self._workers.get((tenant_id, worker_id))
+        duty = worker.duties.get(duty_id) if worker is not None else None
+        if worker is None or duty is None or duty.status != DutyStatus.ACTIVE:
+            raise DutyNotFound(f"no active duty {tenant_id}/{worker_id}/{duty_id}")
+        for trigger in duty.triggers:
+            if trigger.id == trigger_id:
+                return worker, duty, trigger
+        raise DutyNotFound(f"duty {duty_id!r} has no trigger {trigger_id!r}")
+
+    async def _job(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, is_schedule: bool) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._fires.add(task)
+        ident = f"{tenant_id}/{worker_id}/{duty_id}/{trigger_id}"
+        try:
+            if is_schedule:
+                await self.tick(tenant_id, worker_id, duty_id, trigger_id)
+            else:
+                await self.check(tenant_id, worker_id, duty_id, trigger_id)
+        except Exception as exc:  # one broken duty must not stop the others
+            log.exception("[Duties] %s failed", ident)
+            self.last_error[ident] = f"{datetime.now(UTC).isoformat()} {type(exc).__name__}: {exc}"
+        else:
+            self.last_error.pop(ident, None)
+        finally:
+            if task is not None:
+                self._fires.discard(task)
+
+    async def tick(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str) -> list[FireOutcome]:
+        """Fire the schedule trigger's due slots (since the last handled one) under its misfire policy."""
+        worker, duty, trigger = self._find(tenant_id, worker_id, duty_id, trigger_id)
+        assert isinstance(trigger, ScheduleTrigger)
+        now = self.clock()
+        last = await asyncio.to_thread(self.store.arm, tenant_id, worker_id, duty_id, trigger_id, now)
+        after, keep = last, 1
+        if trigger.misfire_policy == "catch_up_bounded":
+            after, keep = max(last, now - timedelta(seconds=trigger.catch_up_window)), trigger.catch_up_max_runs
+        due = await asyncio.to_thread(due_slots, aps_trigger(trigger), after, now, keep=keep)
+        outcomes = []
+        for slot in select_slots(trigger, due, now, self.grace):
+            outcomes.append(await self._fire(worker, duty, trigger_id, "schedule", slot, slot.isoformat()))
+        if due:
+            await asyncio.to_thread(self.store.advance, tenant_id, worker_id, duty_id, trigger_id, due[-1])
+        return outcomes
+
+    async def check(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str) -> FireOutcome | None:
+        """Read the condition's metric; fire only when it has just become true."""
+        worker, duty, trigger = self._find(tenant_id, worker_id, duty_id, trigger_id)
+        assert isinstance(trigger, ConditionTrigger)
+        if self.metrics is None:
+            return None
+        value = await self.metrics.read(tenant_id, worker_id, trigger.metric)
+        is_true = evaluate_rule(trigger.rule, value)
+        if not await asyncio.to_thread(self.store.transition, tenant_id, worker_id, duty_id, trigger_id, is_true):
+            return None
+        now = self.clock().astimezone(UTC).replace(microsecond=0)
+        return await self._fire(worker, duty, trigger_id, "condition", now, now.isoformat())
+
+    async def on_event(self, event: Event) -> list[FireOutcome]:
+        """Fire every event trigger `event` matches; the event id makes the key."""
+        outcomes = []
+        for worker, duty in list(_active(self._workers.values())):
+            for trigger in duty.triggers:
+                if isinstance(trigger, EventTrigger) and event_matches(trigger, worker, event):
+                    slot = f"event-{event.event_id}"
+                    outcomes.append(await self._fire(worker, duty, trigger.id, "event", event.occurred_at, slot))
+        return outcomes
+
+    async def _on_event(self, event: Event) -> None:
+        # the bus mailbox must not wait for whole runs
+        task = asyncio.get_running_loop().create_task(self.on_event(event), name=f"duty-event {event.event_id}")
+        self._fires.add(task)
+        task.add_done_callback(self._fires.discard)
+
+    async def run_manual(
+        self, worker: Worker, duty_id: str, trigger_id: str | None = None, idempotency_key: str | None = None
+    ) -> FireOutcome:
+        """Run the duty now; a caller's `idempotency_key` makes a repeated call return the first run."""
+        duty = worker.duties.get(duty_id)
+        if duty is None:
+            raise DutyNotFound(f"worker {worker.worker_id!r} has no duty {duty_id!r}")
+        ids = [t.id for t in duty.triggers]
+        if trigger_id is None:
+            manual = [t.id for t in duty.triggers if isinstance(t, ManualTrigger)]
+            trigger_id = (manual or ids or ["manual"])[0]
+        elif trigger_id not in ids:
+            raise DutyNotFound(f"duty {duty_id!r} has no trigger {trigger_id!r}")
+        now = self.clock().astimezone(UTC)
+        slot = f"manual-{idempotency_key}" if idempotency_key else None
+        return await self._fire(worker, duty, trigger_id, "manual", now, slot)
+
+    async def _fire(
+        self,
+        worker: Worker,
+        duty: DutySpec,
+        trigger_id: str,
+        trigger_type: TriggerType,
+        scheduled_for: datetime,
+        slot: str | None,
+    ) -> FireOutcome:
+        key = fire_key(duty.duty_id, trigger_id, slot, duty_version(duty)) if slot is not None else None
+        req = RouteRequest(
+            worker.tenant_id,
+            worker.worker_id,
+            duty.action,
+            "duty",
+            source_id=duty.duty_id,
+            conversational=False,
+            duty_id=duty.duty_id,
+            trigger_id=trigger_id,
+            idempotency_key=key,
+            scheduled_for=scheduled_for,
+        )
+        run, created = await self.route(req)
+        if created:
+            record = ExecutionRecord(
+                duty_id=duty.duty_id,
+                trigger_id=trigger_id,
+                trigger_type=trigger_type,
+                scheduled_for=scheduled_for,
+                key=key,
+                run_id=run.run_id,
+                state=str(run.state),
+                fired_at=self.clock(),
+            )
+            retention = timedelta(seconds=duty.execution_log_retention)
+            await asyncio.to_thread(self.store.append, worker.tenant_id, worker.worker_id, record, retention)
+        else:
+            log.info("[Duties] %s already ran as %s", key, run.run_id)
+        return FireOutcome(run, created, key, scheduled_for)

@@ -1,0 +1,123 @@
+"""Schedule slots: which instants a schedule trigger names, which of them a tick fires under the
+trigger's misfire policy, and the idempotency key of one fire.
+
+A slot is the scheduled instant itself, never "now": two runtimes, a restart or a reload that look at
+the same slot compute the same key. Interval slots are anchored at the Unix epoch so they do not move
+when the process restarts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from datetime import UTC, datetime, timedelta
+from typing import Final, assert_never
+
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from genworker.workspace.models.duty import DutySpec, ScheduleTrigger
+
+__all__ = ["EPOCH", "aps_trigger", "due_slots", "duty_version", "fire_key", "select_slots"]
+
+EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+_TICK: Final = timedelta(microseconds=1)
+
+
+def duty_version(duty: DutySpec) -> str:
+    """sha256 (12 hex) of the duty's validated content: a reload that leaves the duty as it was keeps it."""
+    canonical = json.dumps(duty.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:12]
+
+
+def fire_key(duty_id: str, trigger_id: str, slot: str, version: str) -> str:
+    """`duty_id:trigger_id:slot:duty_version`; `slot` is the UTC ISO time (or `event-{id}` for events)."""
+    return f"{duty_id}:{trigger_id}:{slot}:{version}"
+
+
+def aps_trigger(trigger: ScheduleTrigger) -> BaseTrigger:
+    """The APScheduler trigger: cron in the trigger's IANA zone, or an epoch-anchored interval."""
+    if trigger.interval is not None:
+        return IntervalTrigger(seconds=trigger.interval, start_date=EPOCH, timezone=UTC)
+    assert trigger.cron is not None
+    fields = trigger.cron.split()
+    second, (minute, hour, day, month, day_of_week) = ("0", fields) if len(fields) == 5 else (fields[0], fields[1:])
+    return CronTrigger(
+        second=second,
+        minute=minute,
+        hour=hour,
+        day=day,
+        month=month,
+        day_of_week=cron_day_of_week(day_of_week),
+        timezone=trigger.timezone,
+    )
+
+
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+
+
+def cron_day_of_week(field: str) -> str:
+    """Standard cron weekdays (0 or 7 = Sunday, 1 = Monday) as APScheduler day names.
+
+    APScheduler numbers Monday 0, so a numeric crontab weekday handed to it as-is fires a day
+    late. Names and explicit lists avoid the ambiguity; `#` and `L` forms pass through as written.
+    """
+    if field in ("*", "?") or "#" in field or "L" in field:
+        return "*" if field == "?" else field
+    days: list[str] = []
+    for part in field.split(","):
+        span, _, step_text = part.partition("/")
+        step = int(step_text) if step_text else 1
+        if span in ("*", "?"):
+            low, high = 0, 6
+        elif "-" in span:
+            first, last = span.split("-", 1)
+            low, high = _day(first), _day(last)
+        else:
+            low = _day(span)
+            high = 6 if step_text else low
+        values = list(range(low, high + 1)) if low <= high else [*range(low, 7), *range(0, high + 1)]
+        days.extend(_DAYS[v] for v in values[::step])
+    return ",".join(dict.fromkeys(days))
+
+
+def _day(token: str) -> int:
+    token = token.strip().lower()
+    if token.isdigit():
+        return int(token) % 7
+    return _DAYS.index(token[:3])
+
+
+def due_slots(trigger: BaseTrigger, after: datetime, until: datetime, *, keep: int | None = None) -> list[datetime]:
+    """Slots in (after, until], oldest first, in UTC; with `keep`, only the newest `keep` of them.
+
+    A wall-clock time that repeats when the clocks go back is one slot (its first occurrence)."""
+    slots: deque[datetime] = deque(maxlen=keep)
+    cursor, wall = after.astimezone(UTC), None
+    while True:
+        nxt = trigger.get_next_fire_time(None, cursor + _TICK)  # UTC arithmetic: local +1µs can fold back
+        if nxt is None or nxt > until:
+            return list(slots)
+        if nxt.replace(tzinfo=None) != wall:
+            slots.append(nxt.astimezone(UTC))
+        cursor, wall = nxt.astimezone(UTC), nxt.replace(tzinfo=None)
+
+
+def select_slots(trigger: ScheduleTrigger, due: list[datetime], now: datetime, grace: timedelta) -> list[datetime]:
+    """Which `due` slots to fire now, oldest first. A slot no older than `grace` is on time and always
+    fires; the rest were missed and follow `misfire_policy` (never more than `catch_up_max_runs`)."""
+    if not due:
+        return []
+    latest = due[-1]
+    match trigger.misfire_policy:
+        case "skip":
+            return [latest] if now - latest <= grace else []
+        case "run_once":
+            return [latest]
+        case "catch_up_bounded":
+            window = timedelta(seconds=trigger.catch_up_window)
+            return [s for s in due if now - s <= window][-trigger.catch_up_max_runs :]
+        case _ as unknown:
+            assert_never(unknown)

@@ -1,0 +1,108 @@
+"""Duties through the real runtime: the manual run API (tenant-scoped, idempotent with a caller's key),
+execution records over the API, and a scheduled slot fired by two schedulers reaching the model once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from genworker.api.app import create_app
+from genworker.auth import ApiKeyStore
+from genworker.autonomy.duties import DutyScheduler, DutyStore, FireOutcome, route_through
+from genworker.runtime.composition import Runtime
+from genworker.settings import load_settings
+from genworker.testing import Reply, ScriptedModelServer
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+DUTIES = {
+    "report.md": "---\nduty_id: report\ntitle: Report\ntriggers: [{id: now, type: manual}]\n---\nWrite the report.\n",
+    "hourly.md": (
+        "---\nduty_id: hourly\ntitle: Hourly\ntriggers: [{id: h, type: schedule, cron: '0 * * * *', "
+        "timezone: Asia/Tokyo}]\n---\nCheck the queue.\n"
+    ),
+}
+
+
+@pytest.fixture
+def workspace(small_workspace: Callable[..., Path]) -> Path:
+    extra = {f"tenants/acme/workers/alice/duties/{name}": text for name, text in DUTIES.items()}
+    return small_workspace({"acme": ["alice"], "zero": ["zed"]}, extra)
+
+
+@contextmanager
+def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[tuple[TestClient, Runtime]]:
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    env = {
+        "GENWORKER_LLM_MODEL": "openai/scripted",
+        "GENWORKER_LLM_API_BASE": model.base_url,
+        "GENWORKER_LLM_API_KEY": "k",
+        "GENWORKER_HOT_RELOAD": "false",
+    }
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        yield client, client.app.state.runtime  # type: ignore[attr-defined]
+
+
+def test_manual_run_api(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Reply("report written"), Reply("second report"))
+    keys = ApiKeyStore(workspace)
+    acme = {"Authorization": f"Bearer {keys.create('acme')[1]}"}
+    zero = {"Authorization": f"Bearer {keys.create('zero')[1]}"}
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.duties is not None and runtime.duties.running
+        first = client.post("/api/v1/workers/alice/duties/report/run", headers={**acme, "Idempotency-Key": "k1"})
+        assert first.status_code == 200, first.text
+        body = first.json()
+        assert body["created"] and body["run"]["state"] == "completed" and body["trigger_id"] == "now"
+        repeat = client.post("/api/v1/workers/alice/duties/report/run", headers={**acme, "Idempotency-Key": "k1"})
+        assert repeat.json()["run"]["run_id"] == body["run"]["run_id"] and not repeat.json()["created"]
+        plain = client.post("/api/v1/workers/alice/duties/report/run", headers=acme, json={"trigger_id": "now"})
+        assert plain.json()["created"] and plain.json()["run"]["run_id"] != body["run"]["run_id"]
+        assert client.post("/api/v1/workers/alice/duties/report/run", headers=zero).status_code == 404
+        assert client.post("/api/v1/workers/acme/alice/duties/report/run", headers=zero).status_code == 404
+        assert client.post("/api/v1/workers/alice/duties/nope/run", headers=acme).status_code == 404
+        bad_trigger = client.post("/api/v1/workers/alice/duties/report/run", headers=acme, json={"trigger_id": "x"})
+        assert bad_trigger.status_code == 404
+        records = client.get("/api/v1/workers/alice/duties/report/executions", headers=acme).json()["executions"]
+        assert [r["trigger_type"] for r in records] == ["manual", "manual"]
+        assert records[0]["run_id"] == body["run"]["run_id"] and records[0]["key"] == body["idempotency_key"]
+        assert client.get("/api/v1/workers/alice/duties/report/executions", headers=zero).status_code == 404
+    assert len(model_server.requests) == 2
+
+
+def test_one_slot_from_two_runtimes_reaches_the_model_once(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("queue fine"))
+    now = [T0]
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.router is not None
+        worker = runtime.registry.worker("acme", "alice")
+        assert worker is not None
+        schedulers = []
+        for _ in range(2):
+            s = DutyScheduler(
+                DutyStore(tmp_path / "state"), partial(route_through, runtime.router), clock=lambda: now[0]
+            )
+            s.sync([worker])
+            schedulers.append(s)
+
+        async def fire_both() -> list[list[FireOutcome]]:
+            await schedulers[0].tick("acme", "alice", "hourly", "h")
+            now[0] = T0 + timedelta(hours=1, seconds=5)
+            return await asyncio.gather(*(s.tick("acme", "alice", "hourly", "h") for s in schedulers))
+
+        a, b = client.portal.call(fire_both)  # type: ignore[union-attr]
+    fired = [*a, *b]
+    assert sorted(f.created for f in fired) == [False, True]
+    assert fired[0].run.run_id == fired[1].run.run_id
+    run = next(f.run for f in fired if f.created)
+    assert run.state == "completed" and run.provenance.duty_id == "hourly" and run.provenance.trigger_id == "h"
+    assert run.provenance.scheduled_for == T0 + timedelta(hours=1) and run.provenance.idempotency_key == fired[0].key
+    assert len(model_server.requests) == 1
