@@ -24,7 +24,7 @@ from genworker.workspace.registry import WorkspaceRegistry
 
 pytestmark = pytest.mark.anyio
 
-TOKEN = "crm-live-token-7f3a9c"
+TOKEN = "test-fake-crm-token-0001"
 FILES = {
     "tenants/acme/TENANT.json": json.dumps(
         {"tenant_id": "acme", "trust_level": 2, "tool_policy": {"denied_tools": ["crm__delete_*"]}}

@@ -20,7 +20,7 @@ from genworker.autonomy.sensing.testing import MemoryInboxWriter, write_worker
 from genworker.autonomy.sensing.webhook import MAX_BODY_BYTES, MAX_ITEMS, sign
 from genworker.settings import load_settings
 
-SECRET = "whsec-0123456789abcdef"
+SECRET = "test-fake-webhook-secret-0001"
 HOOK = {
     "source_type": "webhook",
     "filter": {"secret_env": "WEBHOOK_SECRET_W"},
@@ -153,7 +153,7 @@ def test_bad_signatures_are_one_indistinct_401(api: Api) -> None:
         assert "5 minutes off" in error(api.signed("acme/w", raw, at=at), 401, "invalid_signature")
         assert "5 minutes off" in error(api.signed("acme/nobody", raw, at=at), 401, "invalid_signature")
     messages = {
-        "wrong secret": error(api.signed("acme/w", raw, secret="another-secret-000000"), 401, "invalid_signature"),
+        "wrong secret": error(api.signed("acme/w", raw, secret="test-fake-other-secret-0002"), 401, "invalid_signature"),
         "unknown worker": error(api.signed("acme/nobody", raw), 401, "invalid_signature"),
         "unknown tenant": error(api.signed("nope/w", raw), 401, "invalid_signature"),
         "no webhook sensor": error(api.signed("acme/nohook", raw), 401, "invalid_signature"),

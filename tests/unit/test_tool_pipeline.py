@@ -406,7 +406,7 @@ async def test_extra_middlewares_only_see_permitted_calls(tmp_path: Path) -> Non
 
 # -- audit and redaction -----------------------------------------------------------
 
-SECRET = "hunter2-very-secret"
+SECRET = "test-fake-secret-value"
 
 
 async def test_one_audit_record_per_call_with_secrets_redacted(tmp_path: Path, audit: MemoryAuditSink) -> None:
