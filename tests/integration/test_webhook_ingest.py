@@ -153,7 +153,9 @@ def test_bad_signatures_are_one_indistinct_401(api: Api) -> None:
         assert "5 minutes off" in error(api.signed("acme/w", raw, at=at), 401, "invalid_signature")
         assert "5 minutes off" in error(api.signed("acme/nobody", raw, at=at), 401, "invalid_signature")
     messages = {
-        "wrong secret": error(api.signed("acme/w", raw, secret="test-fake-other-secret-0002"), 401, "invalid_signature"),
+        "wrong secret": error(
+            api.signed("acme/w", raw, secret="test-fake-other-secret-0002"), 401, "invalid_signature"
+        ),
         "unknown worker": error(api.signed("acme/nobody", raw), 401, "invalid_signature"),
         "unknown tenant": error(api.signed("nope/w", raw), 401, "invalid_signature"),
         "no webhook sensor": error(api.signed("acme/nohook", raw), 401, "invalid_signature"),
