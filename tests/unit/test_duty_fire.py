@@ -272,6 +272,29 @@ async def test_a_condition_fires_on_the_transition_into_true_only(
     assert fired is not None and fired.created and len(runs(root)) == 2
 
 
+async def test_a_transition_recorded_before_a_crash_fires_once_after_it(
+    load: Callable[[Mapping[str, str]], tuple[Path, Worker]],
+) -> None:
+    root, _ = load({"c": duty_md("c", "  - {id: q, type: condition, metric: queue, rule: '> 10'}\n")})
+    clock, route, metrics = Clock(), LifecycleRoute(root), StaticMetrics()
+    metrics.values[("acme", "alice", "queue")] = 12
+    store = DutyStore(root)
+    # the process recorded the transition, then died before firing
+    pending = store.transition("acme", "alice", "c", "q", True, T0)
+    assert pending == T0 and runs(root) == []
+    first, second = scheduler(root, reload(root), clock, route, metrics=metrics), scheduler(
+        root, reload(root), clock, route, metrics=metrics
+    )
+    clock.now += timedelta(minutes=1)
+    a, b = await asyncio.gather(first.check("acme", "alice", "c", "q"), second.check("acme", "alice", "c", "q"))
+    fired = [o for o in (a, b) if o is not None]
+    assert [o.created for o in fired].count(True) == 1 and {o.scheduled_for for o in fired} == {T0}
+    assert len(runs(root)) == 1
+    assert await first.check("acme", "alice", "c", "q") is None  # settled: still true, nothing new
+    assert store.read_state("acme", "alice", "c").triggers["q"].pending_fire is None
+    assert len(runs(root)) == 1
+
+
 def test_event_matching() -> None:
     trigger = EventTrigger(id="e", type="event", source="sensor.*", event_type="email.*", filter={"folder": "INBOX"})
 

@@ -28,12 +28,14 @@ from genworker.conversation import FileSessionStore, RedisSessionStore, SessionM
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
+from genworker.memory import MemoryConfig, MemoryService
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.tools import ToolRuntime
 from genworker.settings import Settings
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
 from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
 from genworker.worker.router import WorkerRouter
 from genworker.worker.skill_matcher import SkillMatcher
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
@@ -66,6 +68,7 @@ class Runtime:
     duties: DutyScheduler | None = None
     metrics: MetricSource | None = None  # what condition triggers read; none: they never fire
     aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
+    leases: InstanceLeases | None = None  # this process's lease; runs it owns carry its instance id
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -76,10 +79,13 @@ class Runtime:
         # File stores run in threads; LiteLLM's callbacks share the default pool, which is
         # only cpu+4 wide. A wider pool keeps a run's writes from queueing behind them.
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
+        self.leases = self._instance_leases()
+        await asyncio.to_thread(self.leases.renew)
         self.router = build_router(self)
-        recovered = await self.router.tasks.recover_interrupted()
+        recovered = await self.router.tasks.recover_interrupted(alive=self.leases.alive)
         if recovered:
-            log.warning("[Runtime] %d runs left running by a previous process are now interrupted", len(recovered))
+            log.warning("[Runtime] %d runs left running by a stopped process are now interrupted", len(recovered))
+        self._tasks.append(asyncio.create_task(self._hold_lease(self.leases), name="instance-lease"))
         await self.tools.start(
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
@@ -94,6 +100,33 @@ class Runtime:
         if self.watcher is not None:
             self.watcher.on_reload = self._reloaded
             self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
+
+    def _instance_leases(self) -> InstanceLeases:
+        if self.redis is not None:
+            return RedisInstanceLeases(self.redis)
+        return FileInstanceLeases(self.registry.root)
+
+    async def _hold_lease(self, leases: InstanceLeases) -> None:
+        """Renew this instance's lease (3 times per ttl) and, once per ttl, interrupt runs whose
+        owner stopped renewing: a process that died while this one runs."""
+        interval = leases.ttl.total_seconds() / 3
+        beat = 0
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), interval)
+            if self._stop.is_set():
+                break
+            beat += 1
+            try:
+                await asyncio.to_thread(leases.renew)
+                if beat % 3 == 0 and self.router is not None:
+                    orphans = await self.router.tasks.recover_orphans(leases.alive)
+                    if orphans:
+                        log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
+            except Exception:  # Redis or the disk hiccuped: try again next beat
+                log.exception("[Runtime] instance lease renewal failed")
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(leases.release)
 
     def _reloaded(self, outcome: ReloadOutcome) -> None:
         """After a reload, reconnect MCP servers whose configuration changed."""
@@ -310,10 +343,11 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         tools=runtime.tools,
         sessions=SessionManager(store),
         queue=ThreadQueue(aredis),
-        tasks=TaskLifecycle(root),
+        tasks=TaskLifecycle(root, owner=runtime.leases.instance_id if runtime.leases is not None else None),
         governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations)),
         confirmations=confirmations,
         matcher=SkillMatcher(),
+        memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm),
     )
 
 

@@ -18,6 +18,7 @@ from genworker.tools.builtin.bash import bash_execute_tool
 from genworker.tools.builtin.execute_code import execute_code_tool
 from genworker.tools.context import Posture, ToolScope
 from genworker.tools.effects import EffectResolver, EffectTable
+from genworker.tools.journal import Journaling, StepJournal
 from genworker.tools.mcp.config import MCPServerConfig
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.script_tools import scan_script_tools
@@ -44,6 +45,7 @@ class ToolRuntime:
         self.script_issues: tuple[str, ...] = ()
         self.effects = EffectResolver(workspace_root)
         self.audit = WorkerAuditSink(workspace_root)
+        self.journal = StepJournal(workspace_root)  # side-effecting calls, for crash recovery
         self._workers: dict[tuple[str, str], WorkerTools] = {}
 
     def worker_dir(self, worker: Worker) -> Path:
@@ -59,7 +61,9 @@ class ToolRuntime:
     def _tools(self, worker: Worker) -> WorkerTools:
         tools = self._workers.get(worker.key)
         if tools is None:
-            pipeline = ToolPipeline(builtin_tools(), effects=self.effects, audit=self.audit)
+            pipeline = ToolPipeline(
+                builtin_tools(), effects=self.effects, audit=self.audit, middlewares=(Journaling(self.journal),)
+            )
             pipeline.register(bash_execute_tool())
             pipeline.register(execute_code_tool(lambda: pipeline))  # its tool calls come back through here
             for script in self.script_tools(pipeline):

@@ -247,7 +247,7 @@ class ToolCallRecord:
 
     name: str
     call_id: str
-    outcome: OutcomeKind
+    outcome: OutcomeKind | Literal["outcome_unknown"]  # outcome_unknown: started, then the process died
     duration_ms: float = 0.0
     code: str | None = None  # the denial / failure code, when there is one
 
@@ -401,6 +401,7 @@ class RunRecord:
     fallback: RunFallback | None = None
     pending_approval: PendingApproval | None = None
     history: tuple[StateChange, ...] = ()
+    owner: str | None = None  # the runtime instance running it (see lifecycle/leases.py)
     schema_version: int = RUN_SCHEMA_VERSION
     version: int = 1  # bumped on every write
 

@@ -3,7 +3,8 @@
 - schedule: one APScheduler job per trigger; every tick fires the slots due since the last handled
   slot (persisted), chosen by the misfire policy, so start-up catch-up and a late tick are one path;
 - condition: a job every `check_interval` reads the metric and fires only on the transition into true
-  (the truth is persisted, so a restart does not fire again while it stays true);
+  (the truth and the pending fire are persisted first, so a restart neither fires again while it
+  stays true nor loses a transition it crashed before firing);
 - event: one EventBus subscription matches events against every event trigger;
 - manual: `run_manual`, for the API.
 
@@ -255,10 +256,17 @@ class DutyScheduler:
             return None
         value = await self.metrics.read(tenant_id, worker_id, trigger.metric)
         is_true = evaluate_rule(trigger.rule, value)
-        if not await asyncio.to_thread(self.store.transition, tenant_id, worker_id, duty_id, trigger_id, is_true):
-            return None
         now = self.clock().astimezone(UTC).replace(microsecond=0)
-        return await self._fire(worker, duty, trigger_id, "condition", now, now.isoformat())
+        pending = await asyncio.to_thread(
+            self.store.transition, tenant_id, worker_id, duty_id, trigger_id, is_true, now
+        )
+        if pending is None:
+            return None
+        # recorded before firing, fired under a key made from it: a crash in between fires it
+        # on the next check, and the key keeps a second checker from running it twice
+        outcome = await self._fire(worker, duty, trigger_id, "condition", pending, pending.isoformat())
+        await asyncio.to_thread(self.store.settle, tenant_id, worker_id, duty_id, trigger_id, pending)
+        return outcome
 
     async def on_event(self, event: Event) -> list[FireOutcome]:
         """Fire every event trigger `event` matches; the event id makes the key."""

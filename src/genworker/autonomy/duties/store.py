@@ -32,6 +32,7 @@ class _Doc(BaseModel):
 class TriggerState(_Doc):
     last_slot: datetime | None = None  # every slot up to here has been handled (fired or skipped)
     condition_true: bool = False
+    pending_fire: datetime | None = None  # a condition's transition recorded and not yet fired
 
 
 class DutyState(_Doc):
@@ -121,17 +122,35 @@ class DutyStore:
 
         self._update(tenant_id, worker_id, duty_id, trigger_id, move)
 
-    def transition(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, is_true: bool) -> bool:
-        """Record the condition's truth; True only for the one caller that sees it go from false to true."""
+    def transition(
+        self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, is_true: bool, now: datetime
+    ) -> datetime | None:
+        """Record the condition's truth. The move from false to true records a pending fire at `now`;
+        the pending fire is returned (to every caller, also after a crash) until `settle` clears it."""
+
+        pending: list[datetime | None] = []
 
         def record(trigger: TriggerState) -> bool:
-            if trigger.condition_true == is_true:
-                return False
+            changed = trigger.condition_true != is_true
+            if changed and is_true and trigger.pending_fire is None:
+                trigger.pending_fire = now
             trigger.condition_true = is_true
+            pending.append(trigger.pending_fire)
+            return changed
+
+        self._update(tenant_id, worker_id, duty_id, trigger_id, record)
+        return pending[0]
+
+    def settle(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, fired: datetime) -> None:
+        """The pending fire `fired` has run (its idempotency key holds the run)."""
+
+        def clear(trigger: TriggerState) -> bool:
+            if trigger.pending_fire != fired:
+                return False
+            trigger.pending_fire = None
             return True
 
-        before = self._update(tenant_id, worker_id, duty_id, trigger_id, record)
-        return is_true and not before.condition_true
+        self._update(tenant_id, worker_id, duty_id, trigger_id, clear)
 
     # -- execution records -------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 A run that was running may have done a side-effecting step (sent a mail, paid an invoice) whose
 outcome is unknown, so it is never re-run automatically: a person, or the next trigger with a new
-idempotency key, decides. Assumes one runtime process owns the workspace (no run leases yet).
+idempotency key, decides. With several runtime processes on one workspace, runs carry their
+owner's instance id and only runs whose owner lost its lease are touched (see leases.py).
 """
 
 from __future__ import annotations

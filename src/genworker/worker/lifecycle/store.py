@@ -23,7 +23,7 @@ from typing import ClassVar
 from pydantic import ConfigDict, TypeAdapter
 
 from genworker.ids import InvalidIdError, PathEscapeError, is_inside, safe_join, validate_id
-from genworker.worker.lifecycle.errors import RunExists, RunNotFound, TaskExists, TaskNotFound
+from genworker.worker.lifecycle.errors import RunExists, RunNotFound, TaskExists, TaskFileError, TaskNotFound
 from genworker.worker.lifecycle.files import create_exclusive, encode, file_lock, move_file, read_file, write_atomic
 from genworker.worker.task import RUN_SCHEMA_VERSION, TASK_SCHEMA_VERSION, RunRecord, RunRef, TaskManifest
 
@@ -133,6 +133,18 @@ class TaskStore:
     def run_refs(self, tenant_id: str, worker_id: str) -> list[RunRef]:
         folder = self.worker_dir(tenant_id, worker_id) / "runs"
         return [RunRef(tenant_id, worker_id, run_id) for run_id in sorted(_ids_in(folder))]
+
+    def active_run_refs(self, tenant_id: str, worker_id: str) -> list[RunRef]:
+        """Runs of the tasks in tasks/active/ (the only runs that can still be running);
+        a manifest that cannot be read is skipped, full recovery at start-up still sees its run."""
+        folder = self.worker_dir(tenant_id, worker_id) / "tasks" / "active"
+        refs = []
+        for task_id in sorted(_ids_in(folder)):
+            try:
+                refs.append(RunRef(tenant_id, worker_id, self.read_manifest(tenant_id, worker_id, task_id).run_id))
+            except (TaskFileError, TaskNotFound, OSError):
+                continue
+        return refs
 
     def workers(self) -> Iterator[tuple[str, str]]:
         """Every (tenant_id, worker_id) folder with valid ids under the workspace."""

@@ -16,7 +16,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
-from genworker.ids import PathEscapeError
+from genworker.ids import InvalidIdError, PathEscapeError
+from genworker.observability.metrics import record_run_state
+from genworker.tools.journal import StepJournal, UnfinishedStep
 from genworker.worker.lifecycle.errors import (
     IllegalTransition,
     RunClosed,
@@ -130,9 +132,11 @@ def _waiting(run: RunRecord, call: ToolCall, reason: str, now: datetime) -> RunR
 class TaskLifecycle:
     """Commands on tasks and runs under `workspace_root` (see docs/runs.md)."""
 
-    def __init__(self, workspace_root: Path, *, clock: Clock = _utc_now) -> None:
+    def __init__(self, workspace_root: Path, *, clock: Clock = _utc_now, owner: str | None = None) -> None:
         self._store = TaskStore(workspace_root)
+        self._steps = StepJournal(workspace_root)
         self._clock = clock
+        self.owner = owner  # this runtime instance: written on the runs it creates or resumes
 
     def _now(self) -> datetime:
         now = self._clock()
@@ -212,6 +216,7 @@ class TaskLifecycle:
             provenance=manifest.provenance,
             skill_id=manifest.skill_id,
             history=(StateChange(now, None, RunState.QUEUED),),
+            owner=self.owner,
         )
         if start:
             run = _advance(run, RunState.RUNNING, now)
@@ -222,6 +227,8 @@ class TaskLifecycle:
         except BaseException:
             self._store.discard_manifest(manifest)
             raise
+        for entry in run.history:
+            record_run_state(entry.target.value)
         return run
 
     # -- state changes -----------------------------------------------------------------
@@ -231,12 +238,17 @@ class TaskLifecycle:
         an ended run is moved to tasks/done/ (again, if a crash interrupted the first move)."""
         with self._store.run_lock(ref):
             run = self._store.read_run(ref)
+            before = run.state
             new = change(run, self._now())
             if new is not None:
                 run = replace(new, version=run.version + 1)
                 self._store.save_run(run)
+                if run.state is not before:
+                    record_run_state(run.state.value)
             if run.terminal and not self._store.finish_manifest(run.tenant_id, run.worker_id, run.task_id):
                 log.warning("run %s: manifest of task %s is missing", ref, run.task_id)
+            if run.terminal and new is not None:
+                self._steps.discard(run.tenant_id, run.worker_id, run.run_id)
             return run, new is not None
 
     def _apply(self, ref: RunRef, change: Change) -> RunRecord:
@@ -271,6 +283,7 @@ class TaskLifecycle:
             if run.state not in (RunState.WAITING_APPROVAL, RunState.PAUSED):
                 raise IllegalTransition(run.ref, run.state, RunState.RUNNING, "only from waiting_approval, paused")
             moved = _advance(run, RunState.RUNNING, now, "approved" if approval_ref else "resumed")
+            moved = replace(moved, owner=self.owner)
             if approval_ref is None:
                 return moved
             return replace(moved, provenance=replace(moved.provenance, approval_ref=approval_ref))
@@ -339,37 +352,65 @@ class TaskLifecycle:
 
         return await asyncio.to_thread(self._apply, ref, change)
 
-    # -- start-up ----------------------------------------------------------------------
+    # -- recovery ----------------------------------------------------------------------
 
-    async def recover_interrupted(self) -> list[RunRef]:
-        """Mark every run left running or evaluating `interrupted` and finish manifests of ended runs.
+    async def recover_interrupted(self, alive: Alive | None = None) -> list[RunRef]:
+        """At start-up: mark every orphaned run left running or evaluating `interrupted` and finish
+        manifests of ended runs. Without `alive`, every run not owned by this instance is an orphan
+        (one process owns the workspace); with it, runs whose owner still holds a lease are left alone.
 
         Nothing is re-run: a side-effecting step may have happened, so a person or a new trigger
-        decides. Queued, waiting_approval and paused runs are left as they are. Unreadable files
-        are logged and skipped so one bad file cannot stop the runtime from starting.
+        decides; a journaled call that never finished is recorded as `outcome_unknown`. Queued,
+        waiting_approval and paused runs are left as they are. Unreadable files are logged and
+        skipped so one bad file cannot stop the runtime from starting.
         """
-        return await asyncio.to_thread(self._recover)
+        return await asyncio.to_thread(self._recover, self._store.run_refs, alive)
 
-    def _recover(self) -> list[RunRef]:
+    async def recover_orphans(self, alive: Alive) -> list[RunRef]:
+        """While running: the same for runs of active tasks only (a cheap periodic sweep), so a
+        process that died while others run is noticed without a restart."""
+        return await asyncio.to_thread(self._recover, self._store.active_run_refs, alive)
+
+    def _recover(self, refs: Callable[[str, str], list[RunRef]], alive: Alive | None) -> list[RunRef]:
+        def orphaned(owner: str | None) -> bool:
+            if owner == self.owner and owner is not None:
+                return False
+            return owner is None or alive is None or not alive(owner)
+
         recovered: list[RunRef] = []
         for tenant, worker in self._store.workers():
-            for ref in self._store.run_refs(tenant, worker):
+            for ref in refs(tenant, worker):
                 try:
-                    if self._recover_one(ref):
+                    if self._recover_one(ref, orphaned):
                         recovered.append(ref)
-                except (TaskFileError, PathEscapeError, OSError) as exc:
+                except (TaskFileError, PathEscapeError, InvalidIdError, OSError) as exc:
                     log.error("run recovery skipped %s: %s", ref, exc)
         return recovered
 
-    def _recover_one(self, ref: RunRef) -> bool:
-        _, changed = self._write(ref, _interrupted_by_restart)
+    def _recover_one(self, ref: RunRef, orphaned: Callable[[str | None], bool]) -> bool:
+        steps = self._steps.unfinished(ref.tenant_id, ref.worker_id, ref.run_id)
+
+        def change(run: RunRecord, now: datetime) -> RunRecord | None:
+            if run.state not in _RECOVERED or not orphaned(run.owner):
+                return None
+            return _interrupted(run, steps, now)
+
+        _, changed = self._write(ref, change)
         if changed:
-            log.warning("run %s was running when the runtime stopped; marked interrupted", ref)
+            unknown = f"; {len(steps)} side-effecting calls have an unknown outcome" if steps else ""
+            log.warning("run %s was running when its runtime stopped; marked interrupted%s", ref, unknown)
         return changed
 
 
-def _interrupted_by_restart(run: RunRecord, now: datetime) -> RunRecord | None:
-    if run.state not in _RECOVERED:
-        return None
+Alive = Callable[[str], bool]
+
+
+def _interrupted(run: RunRecord, steps: Sequence[UnfinishedStep], now: datetime) -> RunRecord:
+    """`run` interrupted by a dead process; calls it had started and not finished are `outcome_unknown`."""
     moved = _advance(run, RunState.INTERRUPTED, now, RESTART_NOTE)
-    return replace(moved, error=RunError("runtime_restarted", RESTART_NOTE))
+    if not steps:
+        return replace(moved, error=RunError("runtime_restarted", RESTART_NOTE))
+    unknown = tuple(ToolCallRecord(s.tool, s.call_id, "outcome_unknown", code="outcome_unknown") for s in steps)
+    names = ", ".join(f"{step.tool} ({step.call_id})" for step in steps)
+    message = f"{RESTART_NOTE}; the outcome of {names} is unknown and is not retried automatically"
+    return replace(moved, tool_calls=(*run.tool_calls, *unknown), error=RunError("outcome_unknown", message))

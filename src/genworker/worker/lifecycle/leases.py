@@ -1,0 +1,111 @@
+"""Instance leases: which runtime processes are alive, so recovery interrupts only orphaned runs.
+
+Every runtime process holds a lease named by its instance id, renewed well inside its ttl. A run
+records the instance that runs it (`RunRecord.owner`); a run left running whose owner holds no
+live lease is an orphan (its process died) and becomes `interrupted`. A second process starting
+on the same workspace therefore leaves the first one's live runs alone.
+
+Leases are files under `{workspace}/runtime/instances/` (every process on one workspace sees
+them) or, with REDIS_URL, Redis keys that expire on their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Final, Protocol
+
+import redis
+
+from genworker.fsutil import write_atomic
+from genworker.ids import InvalidIdError, validate_id
+
+__all__ = ["DEFAULT_TTL", "FileInstanceLeases", "InstanceLeases", "RedisInstanceLeases", "new_instance_id"]
+
+DEFAULT_TTL: Final = timedelta(seconds=30)
+SCHEMA_VERSION: Final = 1
+REDIS_PREFIX: Final = "genworker:instance:"
+
+
+def new_instance_id() -> str:
+    return f"rt_{uuid.uuid4().hex[:16]}"
+
+
+class InstanceLeases(Protocol):
+    instance_id: str
+    ttl: timedelta
+
+    def renew(self) -> None: ...
+
+    def alive(self, instance_id: str) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class FileInstanceLeases:
+    """`runtime/instances/{instance_id}.json` holding its expiry. Blocking: call off the loop."""
+
+    def __init__(
+        self,
+        workspace_root: Path,
+        instance_id: str | None = None,
+        *,
+        ttl: timedelta = DEFAULT_TTL,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.folder = workspace_root / "runtime" / "instances"
+        self.instance_id = instance_id or new_instance_id()
+        self.ttl = ttl
+        self._clock = clock
+
+    def _path(self, instance_id: str) -> Path:
+        return self.folder / f"{validate_id(instance_id, 'instance id')}.json"
+
+    def renew(self) -> None:
+        now = self._clock()
+        doc = {
+            "schema_version": SCHEMA_VERSION,
+            "instance_id": self.instance_id,
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "renewed_at": now.isoformat(),
+            "expires_at": (now + self.ttl).isoformat(),
+        }
+        write_atomic(self._path(self.instance_id), json.dumps(doc, indent=2).encode("utf-8"))
+
+    def alive(self, instance_id: str) -> bool:
+        """True while `instance_id` holds an unexpired lease; an unreadable lease counts as dead."""
+        try:
+            doc = json.loads(self._path(instance_id).read_text(encoding="utf-8"))
+            return bool(datetime.fromisoformat(doc["expires_at"]) > self._clock())
+        except (OSError, ValueError, KeyError, TypeError, InvalidIdError):
+            return False
+
+    def release(self) -> None:
+        self._path(self.instance_id).unlink(missing_ok=True)
+
+
+class RedisInstanceLeases:
+    """`genworker:instance:{id}` set with a ttl; Redis drops it when the process stops renewing."""
+
+    def __init__(
+        self, client: redis.Redis, instance_id: str | None = None, *, ttl: timedelta = DEFAULT_TTL
+    ) -> None:
+        self.client = client
+        self.instance_id = instance_id or new_instance_id()
+        self.ttl = ttl
+
+    def renew(self) -> None:
+        ttl_ms = int(self.ttl.total_seconds() * 1000)
+        self.client.set(f"{REDIS_PREFIX}{self.instance_id}", socket.gethostname(), px=ttl_ms)
+
+    def alive(self, instance_id: str) -> bool:
+        return bool(self.client.exists(f"{REDIS_PREFIX}{instance_id}"))
+
+    def release(self) -> None:
+        self.client.delete(f"{REDIS_PREFIX}{self.instance_id}")
