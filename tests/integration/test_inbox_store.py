@@ -214,6 +214,35 @@ async def test_a_consumed_item_still_holds_its_dedupe_key(backend: Backend) -> N
     assert await backend.store.write(item(2, dedupe_key="once")) is False
 
 
+async def test_purge_deletes_old_consumed_items_only(backend: Backend) -> None:
+    agg = backend.aggregate(max_attempts=1)
+    old = [item(n, dedupe_key=f"k{n}") for n in range(3)]
+    young, dead, pending = item(500, dedupe_key="k500"), item(4), item(5)
+    for value in (*old, young, dead, pending):
+        assert await backend.store.write(value)
+    claimed = {i.item_id: i for i in await agg.claim("acme", "alice", "r1", limit=10)}
+    for value in (*old, young):
+        await agg.consume(claimed[value.item_id], "r1")
+    await agg.fail(claimed[dead.item_id], "r1", "boom", retry=False)
+    backend.clock.now = T0 + timedelta(seconds=400)
+    # consumed before T0+100s: the three old ones; young, the dead letter and others stay
+    assert await agg.purge_consumed("acme", "alice", timedelta(seconds=300), limit=2) == 2
+    assert await agg.purge_consumed("acme", "alice", timedelta(seconds=300)) == 1
+    assert await agg.purge_consumed("acme", "alice", timedelta(seconds=300)) == 0
+    for value in old:
+        assert await backend.store.get("acme", "alice", value.item_id) is None
+    assert (await backend.store.get("acme", "alice", young.item_id)) is not None
+    assert (await backend.store.get("acme", "alice", dead.item_id)) is not None
+    counts = await backend.store.counts("acme", "alice")
+    assert counts[InboxState.CONSUMED] == 1 and counts[InboxState.DEAD] == 1
+    assert [i.item_id for i in await backend.store.list("acme", "alice", InboxState.CONSUMED)] == [young.item_id]
+    # a purged item's dedupe key is free again; a kept one still blocks
+    assert await backend.store.write(item(600, dedupe_key="k0")) is True
+    assert await backend.store.write(item(601, dedupe_key="k500")) is False
+    with pytest.raises(ValueError):
+        await backend.store.delete_consumed("acme", "alice", before=T0, limit=0)
+
+
 async def test_write_refuses_what_it_cannot_store(backend: Backend) -> None:
     with pytest.raises(InvalidItemError, match="only a new item"):
         await backend.store.write(replace(item(), state=InboxState.PROCESSING))

@@ -30,12 +30,14 @@ class HeartbeatSettings:
     attention_window: timedelta = timedelta(hours=6)
     item_tokens: int = 400  # budget of one item's payload in a prompt
     stop_grace_s: float = 10.0  # how long stop() waits for a running heartbeat and its runs
+    inbox_retention: timedelta = timedelta(days=7)  # consumed items older than this are deleted
+    purge_every: timedelta = timedelta(hours=1)  # per worker, at the end of a heartbeat
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0 or self.lease_s <= 0 or self.batch_size < 1 or self.item_tokens < 1:
             raise ValueError("interval_s, lease_s, batch_size and item_tokens must be positive")
-        if self.attention_window <= timedelta(0):
-            raise ValueError("attention_window must be positive")
+        if self.attention_window <= timedelta(0) or self.inbox_retention <= timedelta(0):
+            raise ValueError("attention_window and inbox_retention must be positive")
 
 
 def _number(settings: Settings, key: str, default: float, low: float, high: float) -> float:
@@ -62,5 +64,8 @@ def heartbeat_settings(settings: Settings) -> HeartbeatSettings:
         lease_s=_number(settings, "GENWORKER_HEARTBEAT_LEASE_S", 600.0, 1.0, 86_400.0),
         attention_window=timedelta(
             seconds=_number(settings, "GENWORKER_HEARTBEAT_ATTENTION_WINDOW_S", 21_600.0, 1.0, 30 * 86_400.0)
+        ),
+        inbox_retention=timedelta(
+            seconds=_number(settings, "GENWORKER_INBOX_RETENTION_S", 7 * 86_400.0, 60.0, 3650 * 86_400.0)
         ),
     )

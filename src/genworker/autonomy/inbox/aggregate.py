@@ -39,6 +39,7 @@ from genworker.autonomy.inbox.topics import (
     publish_quietly,
 )
 from genworker.events import EventBus
+from genworker.observability.metrics import record_dead_letter
 
 __all__ = ["DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "InboxAggregate", "RetryDelay", "exponential_backoff"]
 
@@ -87,6 +88,11 @@ class InboxAggregate:
     def max_attempts(self) -> int:
         return self._max_attempts
 
+    async def purge_consumed(self, tenant_id: str, worker_id: str, retention: timedelta, *, limit: int = 1000) -> int:
+        """Delete consumed items created more than `retention` ago (with their dedupe entries), so
+        an always-on inbox stays bounded; failed and dead items are kept for a person."""
+        return await self._store.delete_consumed(tenant_id, worker_id, before=self._clock() - retention, limit=limit)
+
     async def claim(
         self,
         tenant_id: str,
@@ -110,6 +116,7 @@ class InboxAggregate:
             error = f"delivered {item.attempts - 1} times without a result; {item.last_error or 'no error recorded'}"
             dead, changed = await self._apply(item, partial(self._dead_step, owner=owner, error=error))
             if changed:
+                record_dead_letter()
                 await self._publish(ITEM_DEAD, dead, owner=owner)
         return tuple(ready)
 
@@ -145,8 +152,10 @@ class InboxAggregate:
                 last_error=error,
             )
 
-        failed, _ = await self._apply(item, step)
+        failed, changed = await self._apply(item, step)
         if failed.state is InboxState.DEAD:
+            if changed:
+                record_dead_letter()
             await self._publish(ITEM_DEAD, failed, owner=owner, error=error)
         else:
             retry_at = iso(failed.retry_at) if failed.retry_at else None

@@ -179,6 +179,11 @@ class FileInboxStore:
     async def compare_and_set(self, item: InboxItem, expected_version: int) -> InboxItem | None:
         return await asyncio.to_thread(self._compare_and_set, item, expected_version)
 
+    async def delete_consumed(self, tenant_id: str, worker_id: str, *, before: datetime, limit: int = 1000) -> int:
+        if limit < 1:
+            raise ValueError("limit must be 1 or more")
+        return await asyncio.to_thread(self._purge, tenant_id, worker_id, micros(before), limit)
+
     # -- blocking parts, run in a worker thread ------------------------------------
 
     def _commit(self, batch: builtins.list[_Request]) -> builtins.list[_Request]:
@@ -210,6 +215,33 @@ class FileInboxStore:
         for entry in staged:
             entry.request.future.set_result(True)
         return later
+
+    def _purge(self, tenant_id: str, worker_id: str, cutoff_us: int, limit: int) -> int:
+        folder = self.inbox_dir(tenant_id, worker_id)
+        if not folder.is_dir():
+            return 0
+        with _locked(folder, exclusive=True):
+            old = sorted(
+                e for e in _entries(folder / InboxState.CONSUMED, InboxState.CONSUMED) if e.created_us < cutoff_us
+            )
+            old = old[:limit]
+            markers = False
+            for entry in old:
+                path = folder / InboxState.CONSUMED / entry.name
+                try:
+                    key = self._read(path, tenant_id, worker_id).dedupe_key
+                except InboxError:
+                    key = None
+                if key is not None:
+                    marker = folder / _DEDUPE / _dedupe_name(key)
+                    with contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
+                        if marker.read_text(encoding="utf-8").strip() == entry.item_id:
+                            marker.unlink()
+                            markers = True
+                path.unlink(missing_ok=True)
+            if old:
+                _fsync_dirs([folder / InboxState.CONSUMED, *([folder / _DEDUPE] if markers else [])])
+        return len(old)
 
     def _get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:
         validate_id(item_id, "inbox item id")

@@ -130,6 +130,21 @@ if #ARGV > pairs_end then redis.call('HDEL', KEYS[1], unpack(ARGV, pairs_end + 1
 return redis.call('HGETALL', KEYS[1])
 """
 
+# KEYS: consumed, all, dedupe. ARGV: cutoff score (exclusive), limit, item key prefix. Returns how many went.
+_PURGE: Final = """
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do
+  local key = ARGV[3] .. id
+  local ok, doc = pcall(cjson.decode, redis.call('HGET', key, 'doc') or '{}')
+  if ok and type(doc) == 'table' and type(doc['dedupe_key']) == 'string' then
+    if redis.call('HGET', KEYS[3], doc['dedupe_key']) == id then redis.call('HDEL', KEYS[3], doc['dedupe_key']) end
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+return #ids
+"""
 # KEYS: item hash, all, processing, due, corrupt. ARGV: item id.
 _QUARANTINE: Final = """
 redis.call('ZREM', KEYS[2], ARGV[1])
@@ -166,6 +181,7 @@ class RedisInboxStore:
         self._claim_script = self._client.register_script(_CLAIM)
         self._cas_script = self._client.register_script(_COMPARE_AND_SET)
         self._quarantine_script = self._client.register_script(_QUARANTINE)
+        self._purge_script = self._client.register_script(_PURGE)
 
     async def aclose(self) -> None:
         """Close the client if this store created it from a URL."""
@@ -270,6 +286,13 @@ class RedisInboxStore:
             return None
         row = dict(zip(result[::2], result[1::2], strict=True))
         return _decode(row, item.tenant_id, item.worker_id, key)
+
+    async def delete_consumed(self, tenant_id: str, worker_id: str, *, before: datetime, limit: int = 1000) -> int:
+        if limit < 1:
+            raise ValueError("limit must be 1 or more")
+        base = self._base(tenant_id, worker_id)
+        keys = [f"{base}state:consumed", f"{base}all", f"{base}dedupe"]
+        return int(await self._purge_script(keys=keys, args=[micros(before), limit, f"{base}item:"]))
 
     def _base(self, tenant_id: str, worker_id: str) -> str:
         return f"{self._prefix}:{validate_id(tenant_id, 'tenant id')}:{validate_id(worker_id, 'worker id')}:inbox:"

@@ -73,6 +73,11 @@ class InboxStore(Protocol):
         lease has expired (a crashed runner's), FAILED whose `retry_at` has passed. No item is ever
         handed to two claimants whose leases overlap, across tasks and processes."""
 
+    async def delete_consumed(self, tenant_id: str, worker_id: str, *, before: datetime, limit: int = 1000) -> int:
+        """Delete up to `limit` CONSUMED items created before `before`, oldest first, with their dedupe
+        entries (a duplicate arriving after that is accepted again); how many were deleted. Items in
+        any other state are never purged: dead letters wait for a person."""
+
     async def compare_and_set(self, item: InboxItem, expected_version: int) -> InboxItem | None:
         """Store the `STATE_FIELDS` of `item` with version `expected_version + 1` if the stored item
         still has `expected_version`; the stored item, or None when it changed or is gone."""
