@@ -28,7 +28,6 @@ from genworker.conversation import FileSessionStore, RedisSessionStore, SessionM
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
-from genworker.memory import MemoryConfig, MemoryService
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.tools import ToolRuntime
 from genworker.settings import Settings
@@ -347,7 +346,6 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations)),
         confirmations=confirmations,
         matcher=SkillMatcher(),
-        memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm),
     )
 
 

@@ -39,7 +39,6 @@ from genworker.autonomy.inbox.topics import (
     publish_quietly,
 )
 from genworker.events import EventBus
-from genworker.observability.metrics import record_dead_letter
 
 __all__ = ["DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "InboxAggregate", "RetryDelay", "exponential_backoff"]
 
@@ -116,7 +115,6 @@ class InboxAggregate:
             error = f"delivered {item.attempts - 1} times without a result; {item.last_error or 'no error recorded'}"
             dead, changed = await self._apply(item, partial(self._dead_step, owner=owner, error=error))
             if changed:
-                record_dead_letter()
                 await self._publish(ITEM_DEAD, dead, owner=owner)
         return tuple(ready)
 
@@ -152,10 +150,8 @@ class InboxAggregate:
                 last_error=error,
             )
 
-        failed, changed = await self._apply(item, step)
+        failed, _ = await self._apply(item, step)
         if failed.state is InboxState.DEAD:
-            if changed:
-                record_dead_letter()
             await self._publish(ITEM_DEAD, failed, owner=owner, error=error)
         else:
             retry_at = iso(failed.retry_at) if failed.retry_at else None
