@@ -427,6 +427,17 @@ def test_credential_errors_never_contain_secrets(ws, data: dict) -> None:
     assert all(i.file.endswith("CHANNEL_CREDENTIALS.json") for i in caught.value.issues)
 
 
+def test_credentials_schema_version_is_checked_not_warned(ws) -> None:
+    ws.persona()
+    write_credentials(ws, {"schema_version": 1, **CREDENTIALS})
+    worker, warnings = ws.load_worker()
+    assert worker.credentials is not None and worker.credentials.platforms() == ["feishu", "slack"]
+    assert not [w for w in warnings if w.field == "schema_version"]
+    write_credentials(ws, {"schema_version": 7, **CREDENTIALS})
+    (issue,) = ws.worker_errors()
+    assert issue.field == "schema_version" and "7" in issue.message
+
+
 def test_invalid_credentials_json_names_the_line(ws) -> None:
     ws.persona()
     ws.write("tenants/acme/workers/w/CHANNEL_CREDENTIALS.json", '{\n  "slack": {\n    "bot_token": "TOPSECRET"\n  \n')

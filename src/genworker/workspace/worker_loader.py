@@ -227,6 +227,9 @@ def _check_index(rel: str, path: Path, issues: Collector) -> None:
             issues.error(rel, "each line must be an object with a string person_id", "person_id", number)
 
 
+CREDENTIALS_SCHEMA_VERSION = 1
+
+
 def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCredentials | None:
     if not path.is_file():
         return None
@@ -241,7 +244,10 @@ def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCre
         return None
     for platform, value in doc.data.items():
         model = _PLATFORMS.get(platform)
-        if model is None:
+        if platform == "schema_version":  # written by PUT /im-config; a hand-written file may omit it
+            if value != CREDENTIALS_SCHEMA_VERSION:
+                issues.error(rel, f"schema_version {value!r} is not supported (expected 1)", "schema_version")
+        elif model is None:
             issues.warn(rel, "unknown platform (ignored)", platform)
         elif isinstance(value, dict):
             for key in sorted(value.keys() - model.model_fields.keys()):
