@@ -1,0 +1,173 @@
+"""Feishu / Lark inbound: event schema 2.0, optionally encrypted, token-checked every time.
+
+Order of checks: the body is JSON; when the app has an `encrypt_key`, the body must be
+`{"encrypt": ...}` = base64(IV ‖ AES-256-CBC(PKCS7)) under key SHA-256(encrypt_key) and,
+except for the URL-verification handshake (which Feishu sends unsigned), `X-Lark-Signature`
+must equal SHA-256(timestamp + nonce + encrypt_key + raw body). The decrypted (or plain)
+event must carry the app's verification token (`header.token`, or `token` for the
+handshake) — a worker without a `verification_token` is misconfigured (503), never open.
+
+`im.message.receive_v1` becomes a `ChannelMessage` keyed by `message_id` (Feishu retries an
+unacknowledged event for hours with the same id). A group message mentions the bot when a
+mention has `mentioned_type: "bot"` or the open id in `features.bot_open_id`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from genworker.channels.base import Attachment, ChannelMessage, ChatType, InboundAck, InboundRequest
+from genworker.channels.crypto import feishu_decrypt, feishu_signature
+from genworker.channels.errors import (
+    ChannelConfigError,
+    VerificationError,
+    check_window,
+    header,
+    json_object,
+    malformed,
+)
+from genworker.channels.registry import ChannelBinding
+from genworker.workspace.models.credentials import FeishuCredentials
+
+__all__ = ["PLATFORM", "REPLAY_WINDOW_S", "parse"]
+
+PLATFORM = "feishu"
+MESSAGE_EVENT = "im.message.receive_v1"
+REPLAY_WINDOW_S = 24 * 3600  # signed requests older than this are refused; younger ones meet the dedupe store
+
+
+def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
+    creds = binding.credentials
+    if not isinstance(creds, FeishuCredentials) or creds.verification_token is None:
+        raise ChannelConfigError(f"{binding.adapter_id}: CHANNEL_CREDENTIALS.json has no feishu.verification_token")
+    token = creds.verification_token.get_secret_value()
+    encrypt_key = creds.encrypt_key.get_secret_value() if creds.encrypt_key is not None else ""
+    outer = json_object(req.body)
+    if encrypt_key:
+        encrypted = outer.get("encrypt")
+        if not isinstance(encrypted, str):
+            raise VerificationError("encryption", "the app has an encrypt_key but the body is not encrypted")
+        data = json_object(feishu_decrypt(encrypt_key, encrypted), "decrypted body")
+    elif "encrypt" in outer:
+        raise ChannelConfigError(f"{binding.adapter_id}: the body is encrypted but feishu.encrypt_key is not set")
+    else:
+        data = outer
+    if data.get("type") == "url_verification":
+        _check_token(data.get("token"), token)
+        challenge = data.get("challenge")
+        if not isinstance(challenge, str):
+            raise malformed("challenge", "url_verification without a challenge string")
+        return InboundAck(body=json.dumps({"challenge": challenge}).encode("utf-8"))
+    if encrypt_key:
+        _check_signature(req, encrypt_key)
+    if data.get("schema") != "2.0" or not isinstance(data.get("header"), dict):
+        _check_token(data.get("token"), token)  # a 1.0 event still proves itself before we refuse it
+        raise malformed("schema", "only event schema 2.0 is supported")
+    head: dict[str, Any] = data["header"]
+    _check_token(head.get("token"), token)
+    if head.get("event_type") != MESSAGE_EVENT:
+        return InboundAck(note=f"event {head.get('event_type')!r} not handled")
+    event = data.get("event")
+    if not isinstance(event, dict):
+        raise malformed("json", "im.message.receive_v1 without an event object")
+    return InboundAck(_message(binding, event, req.received_at))
+
+
+def _check_token(value: object, expected: str) -> None:
+    if not isinstance(value, str) or not hmac.compare_digest(value.encode(), expected.encode()):
+        raise VerificationError(
+            "verification_token", "the verification token does not match", status=403, code="token_invalid"
+        )
+
+
+def _check_signature(req: InboundRequest, encrypt_key: str) -> None:
+    timestamp = header(req.headers, "X-Lark-Request-Timestamp")
+    nonce = header(req.headers, "X-Lark-Request-Nonce")
+    signature = header(req.headers, "X-Lark-Signature")
+    expected = feishu_signature(timestamp, nonce, encrypt_key, req.body)
+    if not hmac.compare_digest(expected.encode(), signature.encode()):
+        raise VerificationError("signature", "X-Lark-Signature does not match")
+    check_window(timestamp, req.received_at.timestamp(), REPLAY_WINDOW_S, "X-Lark-Request-Timestamp")
+
+
+def _message(binding: ChannelBinding, event: dict[str, Any], received_at: datetime) -> ChannelMessage:
+    message = event.get("message")
+    sender = event.get("sender")
+    if not isinstance(message, dict) or not isinstance(sender, dict):
+        raise malformed("json", "im.message.receive_v1 without message or sender")
+    ids = sender.get("sender_id") or {}
+    sender_id = ids.get("open_id") or ids.get("user_id") or ids.get("union_id")
+    message_id, chat_id = message.get("message_id"), message.get("chat_id")
+    if not (isinstance(message_id, str) and isinstance(chat_id, str) and isinstance(sender_id, str)):
+        raise malformed("json", "message without message_id, chat_id or sender open_id")
+    bot_open_id = binding.channel.features.get("bot_open_id")
+    mentions = [m for m in message.get("mentions") or () if isinstance(m, dict)]
+    mentioned_bot = False
+    text, attachments = _content(message)
+    for mention in mentions:
+        open_id = (mention.get("id") or {}).get("open_id")
+        is_bot = mention.get("mentioned_type") == "bot" or (bot_open_id is not None and open_id == bot_open_id)
+        mentioned_bot = mentioned_bot or is_bot
+        key = str(mention.get("key") or "")
+        if key:
+            text = text.replace(key, "" if is_bot else f"@{mention.get('name', '')}")
+    chat_type: ChatType = "p2p" if message.get("chat_type") == "p2p" else "group"
+    root_id = message.get("root_id") or message.get("thread_id")
+    return ChannelMessage(
+        platform=PLATFORM,
+        adapter_id=binding.adapter_id,
+        tenant_id=binding.tenant_id,
+        worker_id=binding.worker_id,
+        event_id=message_id,
+        chat_id=chat_id,
+        chat_type=chat_type,
+        sender_id=sender_id,
+        text=" ".join(text.split()),
+        received_at=received_at.astimezone(UTC).isoformat(),
+        thread_id=root_id if isinstance(root_id, str) and root_id else None,
+        mentions=tuple(str((m.get("id") or {}).get("open_id") or m.get("name") or "") for m in mentions),
+        mentioned_bot=mentioned_bot,
+        attachments=attachments,
+        reply_context={"message_id": message_id, "chat_id": chat_id},
+    )
+
+
+def _content(message: dict[str, Any]) -> tuple[str, tuple[Attachment, ...]]:
+    kind = str(message.get("message_type") or "")
+    try:
+        content = json.loads(str(message.get("content") or "{}"))
+    except ValueError:
+        raise malformed("json", "message.content is not valid JSON") from None
+    if not isinstance(content, dict):
+        raise malformed("json", "message.content must be a JSON object")
+    match kind:
+        case "text":
+            return str(content.get("text") or ""), ()
+        case "post":
+            return _post_text(content), ()
+        case "image":
+            return "", (Attachment("image", None, None, None, str(content.get("image_key") or "")),)
+        case "file" | "audio" | "media":
+            name = content.get("file_name")
+            return "", (
+                Attachment(
+                    kind, name if isinstance(name, str) else None, None, None, str(content.get("file_key") or "")
+                ),
+            )
+        case _:
+            return "", ()
+
+
+def _post_text(content: dict[str, Any]) -> str:
+    if "content" not in content:  # the older shape nests the post under a locale key
+        first: Any = next(iter(content.values()), None)
+        content = first if isinstance(first, dict) else {}
+    body = content.get("content")
+    parts = [str(content.get("title") or "")]
+    for line in body if isinstance(body, list) else ():
+        if isinstance(line, list):
+            parts.append("".join(str(el.get("text") or "") for el in line if isinstance(el, dict)))
+    return "\n".join(p for p in parts if p)

@@ -1,0 +1,267 @@
+"""Exactly-once ingest: dedupe claims (files, Redis), the durable journal and its replay after a
+crash, and how the processor routes group messages (mention_required, group_monitoring -> inbox).
+
+Replies are counted at a recording ChannelReplier; the worker router is not needed for these
+paths (commands and sensing never reach it), so the processor runs without one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis.asyncio as aioredis
+
+from genworker.autonomy.inbox import FileInboxStore
+from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage
+from genworker.channels.dedupe import MIN_TTL_S, FileDedupeStore, RedisDedupeStore
+from genworker.channels.ingest import FAILURE_TEXT, ChannelProcessor, EventJournal, create_channels
+from genworker.channels.registry import ChannelRegistry
+from genworker.workspace.registry import WorkspaceRegistry
+
+PERSONA = """---
+identity: {name: W, worker_id: w}
+channels:
+  - {type: slack}
+  - {type: feishu, adapter_id: feishu-watch, chat_ids: [oc_watched], features: {group_monitoring: true}}
+  - {type: dingtalk, features: {mention_required: false}}
+---
+Be helpful.
+"""
+
+
+class RecordingReplier:
+    def __init__(self) -> None:
+        self.replies: list[tuple[ChannelMessage, OutboundMessage]] = []
+
+    async def reply(self, message: ChannelMessage, outbound: OutboundMessage) -> DeliveryResult:
+        self.replies.append((message, outbound))
+        return DeliveryResult(ok=True, platform=message.platform, message_id=f"m{len(self.replies)}")
+
+
+@pytest.fixture
+def registry(write_tree: Callable[[Mapping[str, str]], Path]) -> ChannelRegistry:
+    root = write_tree(
+        {
+            "tenants/acme/TENANT.json": '{"tenant_id": "acme", "name": "acme", "trust_level": 2}',
+            "tenants/acme/workers/w/PERSONA.md": PERSONA,
+        }
+    )
+    workspace = WorkspaceRegistry(root, product_skills=None)
+    workspace.load_all()
+    assert workspace.worker("acme", "w") is not None, workspace.issues()
+    return ChannelRegistry(workspace)
+
+
+def message(
+    adapter: str, event_id: str, text: str, *, chat: str = "D1", group: bool = False, **kw: Any
+) -> ChannelMessage:
+    platform = adapter.split("~")[2].split("-")[0]
+    return ChannelMessage(
+        platform, adapter, "acme", "w", event_id, chat, "group" if group else "p2p", "U1", text,
+        "2026-01-01T00:00:00+00:00", **kw,
+    )  # fmt: skip
+
+
+def test_registry_resolves_documented_adapter_ids(registry: ChannelRegistry) -> None:
+    ids = sorted(b.adapter_id for b in registry.all())
+    assert ids == ["acme~w~dingtalk", "acme~w~feishu-watch", "acme~w~slack"]
+    binding = registry.resolve("acme~w~feishu-watch")
+    assert binding is not None and binding.platform == "feishu" and binding.credentials is None
+    for bad in ("acme~w", "acme~w~nope", "acme~ghost~slack", "../x~w~slack", "acme~w~slack~x"):
+        assert registry.resolve(bad) is None
+    assert [b.key for b in registry.bindings("acme", "w")] == ["slack", "feishu-watch", "dingtalk"]
+
+
+def test_file_dedupe_one_winner_under_racing_threads_and_ttl(tmp_path: Path) -> None:
+    now = [1000.0]
+    store = FileDedupeStore(tmp_path, clock=lambda: now[0])
+    start = threading.Barrier(16)
+
+    def claim(_: int) -> bool:
+        start.wait(timeout=10)
+        return asyncio.run(store.claim("acme", "w", "slack:slack:C1:1"))
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(claim, range(16)))
+    assert results.count(True) == 1
+    assert not asyncio.run(store.claim("acme", "w", "slack:slack:C1:1"))
+    now[0] += store.ttl_s + 1  # expired: the key may be claimed again, once
+    assert asyncio.run(store.claim("acme", "w", "slack:slack:C1:1"))
+    assert not asyncio.run(store.claim("acme", "w", "slack:slack:C1:1"))
+    now[0] += store.ttl_s + 1
+    assert store.prune("acme", "w") == 1
+    with pytest.raises(ValueError, match="at least"):
+        FileDedupeStore(tmp_path, ttl_s=MIN_TTL_S - 1)
+
+
+@pytest.mark.redis
+def test_redis_dedupe_claims_once_with_a_ttl(redis_url: str) -> None:
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        store = RedisDedupeStore(client)
+        try:
+            key = "feishu:feishu:om_1"
+            await store.release("acme", "w", key)
+            results = await asyncio.gather(*(store.claim("acme", "w", key) for _ in range(50)))
+            assert results.count(True) == 1
+            ttl = await client.ttl(store._key("acme", "w", key))
+            assert MIN_TTL_S <= ttl <= store.ttl_s
+            await store.release("acme", "w", key)
+            assert await store.claim("acme", "w", key)
+            await store.release("acme", "w", key)
+        finally:
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_accepted_event_survives_a_crash_and_is_answered_once(registry: ChannelRegistry) -> None:
+    root = registry.workspace.root
+
+    async def crash_before_processing() -> None:
+        channels = create_channels(registry, dedupe=FileDedupeStore(root))
+        channels.ingest.processor = None  # the process dies right after the ack
+        binding = registry.resolve("acme~w~slack")
+        assert binding is not None
+        assert await channels.ingest.accept(binding, message("acme~w~slack", "D1:1", "/help"))
+        assert not await channels.ingest.accept(binding, message("acme~w~slack", "D1:1", "/help"))
+
+    asyncio.run(crash_before_processing())
+    journal = EventJournal(root)
+    assert len(journal.pending()) == 1
+
+    async def restart(expected: int) -> RecordingReplier:
+        replier = RecordingReplier()
+        processor = ChannelProcessor(registry, journal, replier=replier)
+        assert await processor.start() == expected
+        await asyncio.wait_for(processor.drain(), 10)
+        await processor.stop()
+        return replier
+
+    replier = asyncio.run(restart(1))
+    assert [m.event_id for m, _ in replier.replies] == ["D1:1"]
+    assert "/approve_confirmation" in replier.replies[0][1].text
+    assert journal.pending() == []
+    assert asyncio.run(restart(0)).replies == []  # nothing left to replay
+
+
+def test_a_recorded_answer_is_resent_not_recomputed(registry: ChannelRegistry) -> None:
+    journal = EventJournal(registry.workspace.root)
+    entry = journal.append(message("acme~w~slack", "D1:2", "what is up?"))
+    journal.update(entry, attempts=1, answer="Recorded answer.")  # crashed between answer and send
+
+    async def restart() -> RecordingReplier:
+        replier = RecordingReplier()  # no router: re-running would answer FAILURE_TEXT
+        processor = ChannelProcessor(registry, journal, replier=replier)
+        await processor.start()
+        await asyncio.wait_for(processor.drain(), 10)
+        await processor.stop()
+        return replier
+
+    replies = asyncio.run(restart()).replies
+    assert [o.text for _, o in replies] == ["Recorded answer."]
+
+
+def test_entries_that_keep_failing_are_set_aside(registry: ChannelRegistry) -> None:
+    journal = EventJournal(registry.workspace.root)
+    entry = journal.append(message("acme~w~slack", "D1:3", "hi"))
+    journal.update(entry, attempts=3)
+    (entry.path.parent / "broken.json").write_text("{not json", encoding="utf-8")
+
+    async def restart() -> None:
+        processor = ChannelProcessor(registry, journal, replier=RecordingReplier())
+        assert await processor.start() == 2
+        await asyncio.wait_for(processor.drain(), 10)
+        await processor.stop()
+
+    asyncio.run(restart())
+    assert journal.pending() == []
+    assert sorted(p.name for p in (entry.path.parent / "dead").glob("*.json")) == sorted(
+        [entry.path.name, "broken.json"]
+    )
+
+
+def test_group_messages_follow_mentions_chat_ids_and_monitoring(registry: ChannelRegistry) -> None:
+    root = registry.workspace.root
+    inbox = FileInboxStore(root)
+
+    async def scenario() -> tuple[RecordingReplier, dict[str, Any]]:
+        replier = RecordingReplier()
+        processor = ChannelProcessor(registry, EventJournal(root), replier=replier, inbox=inbox)
+        journal = processor.journal
+        cases = [
+            message("acme~w~slack", "C1:1", "/help", chat="C1", group=True),  # no mention: ignored
+            message("acme~w~slack", "C1:2", "/help", chat="C1", group=True, mentioned_bot=True),  # answered
+            message("acme~w~feishu-watch", "om_1", "deploy failed", chat="oc_watched", group=True),  # sensed
+            message("acme~w~feishu-watch", "om_2", "hello", chat="oc_other", group=True),  # not a bound chat
+            message("acme~w~dingtalk", "ding_1", "/help", chat="cid", group=True),  # mention_required: false
+            message("acme~w~slack", "D1:9", "hello", chat="D1"),  # no router: neutral failure line
+        ]
+        await processor.start()
+        for case in cases:
+            processor.submit(journal.append(case))
+        await asyncio.wait_for(processor.drain(), 10)
+        await processor.stop()
+        return replier, dict(processor.outcomes)
+
+    replier, outcomes = asyncio.run(scenario())
+    assert outcomes == {
+        "C1:1": "ignored",
+        "C1:2": "command",
+        "om_1": "sensed",
+        "om_2": "ignored",
+        "ding_1": "command",
+        "D1:9": "failed",
+    }
+    assert sorted(m.event_id for m, _ in replier.replies) == ["C1:2", "D1:9", "ding_1"]
+    assert next(o.text for m, o in replier.replies if m.event_id == "D1:9") == FAILURE_TEXT
+    items = asyncio.run(inbox.list("acme", "w"))
+    assert [(i.source_type, i.event_type, i.payload["text"]) for i in items] == [
+        ("channel", "channel.group_message", "deploy failed")
+    ]
+
+
+def test_an_entry_queued_twice_is_handled_once(registry: ChannelRegistry) -> None:
+    journal = EventJournal(registry.workspace.root)
+    entry = journal.append(message("acme~w~slack", "D1:4", "/help"))
+
+    async def scenario() -> RecordingReplier:
+        replier = RecordingReplier()
+        processor = ChannelProcessor(registry, journal, replier=replier)
+        processor.submit(entry)  # live submit racing the start-up replay of the same file
+        await processor.start()
+        processor.submit(entry)
+        await asyncio.wait_for(processor.drain(), 10)
+        await processor.stop()
+        return replier
+
+    assert [m.event_id for m, _ in asyncio.run(scenario()).replies] == ["D1:4"]
+
+
+@pytest.mark.redis
+def test_concurrent_deliveries_with_redis_dedupe_journal_one_entry(registry: ChannelRegistry, redis_url: str) -> None:
+    root = registry.workspace.root
+
+    async def scenario() -> list[bool]:
+        client = aioredis.Redis.from_url(redis_url)
+        store = RedisDedupeStore(client)
+        binding = registry.resolve("acme~w~slack")
+        assert binding is not None
+        await store.release("acme", "w", "slack:slack:D1:77")
+        try:
+            channels = create_channels(registry, dedupe=store)
+            channels.ingest.processor = None
+            delivery = message("acme~w~slack", "D1:77", "hello")
+            return await asyncio.gather(*(channels.ingest.accept(binding, delivery) for _ in range(100)))
+        finally:
+            await store.release("acme", "w", "slack:slack:D1:77")
+            await client.aclose()
+
+    assert asyncio.run(scenario()).count(True) == 1
+    assert len(EventJournal(root).pending()) == 1

@@ -1,0 +1,139 @@
+"""IM commands: parsing, who may decide, and the answers for unknown / already decided ids.
+
+The backend here is a hand-written recorder: the real AutonomyCommandBackend needs the whole
+router and autonomy stores and is tested by its own suite; this file tests the command layer."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genworker.channels.base import ChannelMessage
+from genworker.channels.commands import CommandBackend, approvers, handle_command, parse
+from genworker.workspace.registry import WorkspaceRegistry
+from genworker.workspace.snapshot import Worker
+
+PERSONA = """---
+identity: {name: W, worker_id: w}
+channels:
+  - {type: slack, features: {approvers: [U_LEAD]}}
+contacts:
+  - person_id: boss
+    name: The Boss
+    tags: [owner]
+    identities: [{channel: slack, handle: U_BOSS}, {channel: feishu, handle: ou_boss}]
+  - person_id: peer
+    name: A Peer
+    identities: [{channel: slack, handle: U_PEER}]
+---
+Be helpful.
+"""
+
+
+class RecordingBackend:
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def confirmations(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        return [{"id": "cf_1", "text": "send the invoice", "created_at": "2026-01-01T00:00:00Z", "reasons": []}]
+
+    async def decide_confirmation(
+        self, tenant_id: str, worker_id: str, confirmation_id: str, decision: str, by: str
+    ) -> dict[str, Any]:
+        if confirmation_id == "gone":
+            raise LookupError(confirmation_id)
+        if confirmation_id == "done":
+            raise ValueError("confirmation done is already approved")
+        self.calls.append(("confirmation", confirmation_id, decision, by))
+        return {"id": confirmation_id, "status": decision}
+
+    def suggestions(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        return []
+
+    def decide_suggestion(
+        self, tenant_id: str, worker_id: str, suggestion_id: str, decision: str, by: str
+    ) -> dict[str, Any]:
+        self.calls.append(("suggestion", suggestion_id, decision, by))
+        return {"id": suggestion_id}
+
+    def feedback(self, tenant_id: str, worker_id: str, text: str, by: str) -> None:
+        self.calls.append(("feedback", text, by))
+
+    def status(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
+        return {"runs_active": 0, "goals": 2}
+
+
+@pytest.fixture
+def worker(write_tree: Callable[[Mapping[str, str]], Path]) -> Worker:
+    root = write_tree(
+        {
+            "tenants/acme/TENANT.json": '{"tenant_id": "acme", "name": "acme", "trust_level": 2}',
+            "tenants/acme/workers/w/PERSONA.md": PERSONA,
+        }
+    )
+    registry = WorkspaceRegistry(root, product_skills=None)
+    registry.load_all()
+    loaded = registry.worker("acme", "w")
+    assert loaded is not None, registry.issues()
+    return loaded
+
+
+def message(text: str, sender: str) -> ChannelMessage:
+    return ChannelMessage(
+        "slack", "acme~w~slack", "acme", "w", "C1:1", "C1", "group", sender, text, "2026-01-01T00:00:00+00:00"
+    )
+
+
+def run(text: str, sender: str, worker: Worker, backend: CommandBackend | None) -> str:
+    command = parse(text)
+    assert command is not None
+    allowed = approvers(worker, "slack", {"approvers": ["U_LEAD"]})
+    return asyncio.run(handle_command(command, message(text, sender), allowed, backend)).text
+
+
+def test_parse_only_known_commands() -> None:
+    assert parse("/help") is not None
+    cmd = parse("  /APPROVE_CONFIRMATION@genworker   cf_1  ")
+    assert cmd is not None and (cmd.name, cmd.argument) == ("approve_confirmation", "cf_1")
+    assert parse("/tmp is full again") is None  # an unknown /word is a normal message
+    assert parse("please /help me") is None
+
+
+def test_approvers_come_from_channel_features_and_owner_contacts(worker: Worker) -> None:
+    assert approvers(worker, "slack", {"approvers": ["U_LEAD"]}) == {"U_LEAD", "U_BOSS"}
+    assert approvers(worker, "feishu", {}) == {"ou_boss"}
+
+
+def test_only_approvers_decide(worker: Worker) -> None:
+    backend = RecordingBackend()
+    assert "only this worker's owner" in run("/approve_confirmation cf_1", "U_PEER", worker, backend)
+    assert "only this worker's owner" in run("/confirmations", "U_PEER", worker, backend)
+    assert backend.calls == []
+    assert run("/approve_confirmation cf_1", "U_BOSS", worker, backend) == "Confirmation cf_1 approved."
+    assert run("/reject_suggestion sg_2", "U_LEAD", worker, backend) == "Suggestion sg_2 rejected."
+    assert backend.calls == [
+        ("confirmation", "cf_1", "approve", "slack:U_BOSS"),
+        ("suggestion", "sg_2", "reject", "slack:U_LEAD"),
+    ]
+
+
+def test_listing_unknown_and_decided_ids(worker: Worker) -> None:
+    backend = RecordingBackend()
+    assert "cf_1: send the invoice" in run("/confirmations", "U_BOSS", worker, backend)
+    assert run("/suggestions", "U_BOSS", worker, backend) == "Pending suggestions: none."
+    assert "No item with id 'gone'" in run("/approve_confirmation gone", "U_BOSS", worker, backend)
+    assert "already approved" in run("/approve_confirmation done", "U_BOSS", worker, backend)
+    assert run("/approve_confirmation", "U_BOSS", worker, backend).startswith("Usage: /approve_confirmation")
+
+
+def test_open_commands(worker: Worker) -> None:
+    backend = RecordingBackend()
+    assert "/approve_confirmation" in run("/help", "U_PEER", worker, backend)
+    assert "goals: 2" in run("/status", "U_PEER", worker, backend)
+    assert run("/feedback too verbose", "U_PEER", worker, backend) == "Thanks, feedback recorded."
+    assert backend.calls == [("feedback", "too verbose", "slack:U_PEER")]
+    assert "not available" in run("/status", "U_PEER", worker, None)
