@@ -1,0 +1,133 @@
+"""Memory wired into the real pipeline (real runtime, LiteLLM over HTTP to the scripted model
+server): a completed run leaves an episode, promoted memory reaches the system prompt of later
+runs, a failed run leaves nothing, and extraction (only when enabled) supersedes decisions."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from genworker.api.app import create_app
+from genworker.memory import MemoryBinding, MemoryService
+from genworker.runtime.composition import Runtime
+from genworker.settings import load_settings
+from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
+from genworker.worker.router import RouteDone, RouteRequest, RouterEvent
+
+
+@contextmanager
+def running(
+    tmp_path: Path, workspace: Path, model: ScriptedModelServer, **extra: str
+) -> Iterator[tuple[TestClient, Runtime]]:
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    env = scripted_env(model, GENWORKER_HEARTBEAT_ENABLED="true", **extra)
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        yield client, client.app.state.runtime  # type: ignore[attr-defined]
+
+
+def route(client: TestClient, runtime: Runtime, req: RouteRequest) -> list[RouterEvent]:
+    async def collect() -> list[RouterEvent]:
+        assert runtime.router is not None
+        return [event async for event in runtime.router.route_stream(req)]
+
+    return client.portal.call(collect)  # type: ignore[union-attr]
+
+
+def memory_of(runtime: Runtime) -> MemoryService:
+    assert runtime.router is not None and runtime.router.memory is not None
+    return runtime.router.memory
+
+
+def system_prompt(body: dict[str, Any]) -> str:
+    first = body["messages"][0]
+    return str(first["content"]) if first["role"] == "system" else ""
+
+
+@pytest.fixture
+def workspace(small_workspace: Callable[..., Path]) -> Path:
+    return small_workspace({"acme": ["alice"], "globex": ["gina"]})
+
+
+def test_a_completed_chat_leaves_an_episode_that_its_own_thread_does_not_repeat(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    def no_memory_segment(body: dict[str, Any]) -> None:
+        assert "Relevant memory" not in system_prompt(body)  # the turn is already in the history
+
+    model_server.expect(Reply("Noted, the Hamburg lease renews in May."), Reply("May.", check=no_memory_segment))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        route(client, runtime, RouteRequest("acme", "alice", "The Hamburg lease renews in May.", thread_id="t1"))
+        route(client, runtime, RouteRequest("acme", "alice", "When does the Hamburg lease renew?", thread_id="t1"))
+        episodes = sorted((workspace / "tenants/acme/workers/alice/memory/episodes").glob("ep_*.md"))
+        assert len(episodes) == 2
+        text = next(t for e in episodes if "Request: The Hamburg" in (t := e.read_text(encoding="utf-8")))
+        assert "scope: conversation:t1" in text and "channel: chat" in text and "renews in May" in text
+        assert (workspace / "tenants/acme/workers/alice/runtime/memory_index.sqlite3").is_file()
+
+
+def test_promoted_memory_reaches_the_prompt_of_a_new_thread_and_not_another_tenant(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    def sees_fact(body: dict[str, Any]) -> None:
+        assert "## Relevant memory" in system_prompt(body)
+        assert "Finance wants invoices as PDF" in system_prompt(body)
+
+    def blind(body: dict[str, Any]) -> None:
+        assert "Finance wants" not in json.dumps(body)
+
+    model_server.expect(Reply("Sending it as PDF.", check=sees_fact), Reply("Which format?", check=blind))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        memory = memory_of(runtime)
+
+        async def promote() -> None:
+            made = await memory.propose(MemoryBinding("acme", "alice", run_id="r0"), "Finance wants invoices as PDF")
+            assert made is not None
+            await memory.decide_candidate("acme", "alice", made.candidate_id, "approve", "owner")
+
+        client.portal.call(promote)  # type: ignore[union-attr]
+        route(client, runtime, RouteRequest("acme", "alice", "Send the invoices to finance", thread_id="new"))
+        route(client, runtime, RouteRequest("globex", "gina", "Send the invoices to finance", thread_id="new"))
+
+
+def test_a_failed_run_leaves_no_memory(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
+    model_server.expect(Fail(500, "provider exploded"), Fail(500, "provider exploded"))  # standard, then fast
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        events = route(client, runtime, RouteRequest("acme", "alice", "Do the thing", thread_id="t1"))
+        done = events[-1]
+        assert isinstance(done, RouteDone) and done.result.status == "failed"
+    assert not (workspace / "tenants/acme/workers/alice/memory/episodes").exists()
+
+
+def test_extraction_when_enabled_records_and_supersedes_decisions(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    def extraction(value: str, replaces: bool) -> Reply:
+        item = {"kind": "decision", "key": "printing vendor", "value": value, "replaces_previous": replaces,
+                "quote": value}  # fmt: skip
+
+        def is_extraction(body: dict[str, Any]) -> None:
+            assert "extract durable memory" in system_prompt(body)
+
+        return Reply(json.dumps({"items": [item]}), check=is_extraction)
+
+    model_server.expect(
+        Reply("OK, ACME it is."),
+        extraction("Use ACME for printing", False),
+        Reply("Switched to Globex."),
+        extraction("Use Globex for printing", True),
+    )
+    with running(tmp_path, workspace, model_server, GENWORKER_MEMORY_EXTRACT="1") as (client, runtime):
+        route(client, runtime, RouteRequest("acme", "alice", "Let's use ACME for printing.", thread_id="t1"))
+        route(client, runtime, RouteRequest("acme", "alice", "Change of plan: Globex for printing.", thread_id="t1"))
+        decisions = memory_of(runtime).statements("acme", "alice", "decision").all()
+    assert [(d.value, d.status) for d in decisions] == [
+        ("Use ACME for printing", "superseded"),
+        ("Use Globex for printing", "active"),
+    ]
+    assert decisions[0].superseded_by == decisions[1].id and decisions[0].evidence.run_id is not None
