@@ -18,7 +18,7 @@ from genworker.auth import ApiKeyStore
 from genworker.autonomy.duties import DutyScheduler, DutyStore, FireOutcome, route_through
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing import Reply, ScriptedModelServer, scripted_env
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 DUTIES = {
@@ -39,12 +39,7 @@ def workspace(small_workspace: Callable[..., Path]) -> Path:
 @contextmanager
 def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[tuple[TestClient, Runtime]]:
     (tmp_path / "configs").mkdir(exist_ok=True)
-    env = {
-        "GENWORKER_LLM_MODEL": "openai/scripted",
-        "GENWORKER_LLM_API_BASE": model.base_url,
-        "GENWORKER_LLM_API_KEY": "k",
-        "GENWORKER_HOT_RELOAD": "false",
-    }
+    env = scripted_env(model, GENWORKER_HEARTBEAT_ENABLED="true")
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
         yield client, client.app.state.runtime  # type: ignore[attr-defined]
 
@@ -73,6 +68,13 @@ def test_manual_run_api(tmp_path: Path, workspace: Path, model_server: ScriptedM
         assert [r["trigger_type"] for r in records] == ["manual", "manual"]
         assert records[0]["run_id"] == body["run"]["run_id"] and records[0]["key"] == body["idempotency_key"]
         assert client.get("/api/v1/workers/alice/duties/report/executions", headers=zero).status_code == 404
+        listed = client.get("/api/v1/workers/alice/duties", headers=acme).json()
+        assert [d["duty_id"] for d in listed["duties"]] == ["hourly", "report"]
+        hourly = listed["duties"][0]["triggers"][0]
+        assert hourly["type"] == "schedule" and hourly["timezone"] == "Asia/Tokyo"
+        assert hourly["next_fire"].endswith(":00:00+00:00")  # the top of an hour, in UTC
+        assert listed["duties"][1]["triggers"] == [{"id": "now", "type": "manual"}]
+        assert client.get("/api/v1/workers/alice/duties", headers=zero).status_code == 404
     assert len(model_server.requests) == 2
 
 

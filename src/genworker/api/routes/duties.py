@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
@@ -13,8 +14,9 @@ from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
 from genworker.api.routes.chat import run_summary
 from genworker.auth import Principal
-from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError
+from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError, aps_trigger
 from genworker.runtime.composition import Runtime
+from genworker.workspace.models.duty import DutyStatus, ScheduleTrigger
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["router"]
@@ -46,6 +48,24 @@ def _scheduler(runtime: Runtime) -> DutyScheduler:
 
 def _duty_not_found(duty_id: str) -> ApiError:
     return ApiError(404, "duty_not_found", f"no duty {duty_id!r}")
+
+
+@router.get("", summary="The worker's duties: status, triggers and the next fire of each schedule trigger")
+async def list_duties(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    now = datetime.now(UTC)
+    duties = []
+    for duty in sorted(worker.duties.values(), key=lambda d: d.duty_id):
+        triggers = []
+        for trigger in duty.triggers:
+            entry: dict[str, Any] = trigger.model_dump(mode="json", exclude_defaults=True)
+            entry.update(id=trigger.id, type=trigger.type)
+            if isinstance(trigger, ScheduleTrigger) and duty.status == DutyStatus.ACTIVE:
+                upcoming = await asyncio.to_thread(aps_trigger(trigger).get_next_fire_time, None, now)
+                entry["next_fire"] = upcoming.astimezone(UTC).isoformat() if upcoming is not None else None
+            triggers.append(entry)
+        duties.append({"duty_id": duty.duty_id, "title": duty.title, "status": str(duty.status), "triggers": triggers})
+    return {"worker_id": worker.worker_id, "duties": duties}
 
 
 @router.post("/{duty_id}/run", summary="Run a duty now through its manual trigger; returns the run")

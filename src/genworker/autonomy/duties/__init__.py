@@ -13,6 +13,7 @@ from genworker.autonomy.duties.scheduler import (
 )
 from genworker.autonomy.duties.slots import aps_trigger, due_slots, duty_version, fire_key, select_slots
 from genworker.autonomy.duties.store import DutyState, DutyStore, ExecutionRecord, TriggerState
+from genworker.autonomy.duties.worker_metrics import MetricError, WorkerMetrics
 
 __all__ = [
     "JOB_PREFIX",
@@ -23,12 +24,14 @@ __all__ = [
     "DutyStore",
     "ExecutionRecord",
     "FireOutcome",
+    "MetricError",
     "MetricSource",
     "MetricValue",
     "Route",
     "RuleError",
     "StaticMetrics",
     "TriggerState",
+    "WorkerMetrics",
     "aps_trigger",
     "due_slots",
     "duty_version",

@@ -22,6 +22,7 @@ __all__ = [
     "INTERACTIVE_SOURCES",
     "SOURCE_TYPES",
     "Action",
+    "GateResult",
     "GovernanceDecision",
     "GovernanceInput",
     "GovernanceOutcome",
@@ -36,6 +37,7 @@ SourceType = Literal["chat", "task", "openai", "duty", "event", "schedule", "sen
 Action = Literal["auto", "gated", "blocked"]
 RiskTier = Literal["low", "medium", "high"]
 Reversibility = Literal["reversible", "undo_window", "irreversible"]
+GateResult = Literal["auto", "brief", "confirm", "blocked"]
 
 SOURCE_TYPES: frozenset[str] = frozenset(get_args(SourceType))
 INTERACTIVE_SOURCES: frozenset[str] = frozenset({"chat", "task", "openai"})  # a person is waiting on the answer
@@ -68,6 +70,9 @@ class GovernanceInput:
     approval_ref: str | None = None  # a confirmation already decided for this task
     requested_effects: frozenset[Effect] | None = None  # None: the caller does not know yet
     requested_actions: tuple[str, ...] = ()  # verbs such as "send", matched against the duty contract
+    confidence: float | None = None  # the Policy Gate's inputs for an inferred action
+    evidence_sources: tuple[str, ...] = ()  # independent signals that agree on it
+    undo_available: bool = False  # the action runs through a working undo window
 
     def __post_init__(self) -> None:
         if self.source_type not in SOURCE_TYPES:
@@ -84,7 +89,9 @@ class GovernanceInput:
             except ValueError as exc:
                 raise GovernanceInputError(f"requested effect: {exc}; use one of {[e.value for e in Effect]}") from None
             object.__setattr__(self, "requested_effects", effects)  # "external" -> Effect.EXTERNAL
-        for name in ("preferred_skill_ids", "requested_actions"):
+        if self.confidence is not None and not 0.0 <= self.confidence <= 1.0:
+            raise GovernanceInputError(f"confidence must be between 0 and 1, got {self.confidence}")
+        for name in ("preferred_skill_ids", "requested_actions", "evidence_sources"):
             if not isinstance(getattr(self, name), tuple):
                 raise GovernanceInputError(f"{name} must be a tuple")
 
@@ -109,6 +116,8 @@ class GovernanceDecision:
     reversibility: Reversibility
     reasons: tuple[Reason, ...]
     policy_sources: tuple[str, ...] = ()
+    gate_result: GateResult | None = None  # the Policy Gate's output: auto | brief | confirm | blocked
+    gate_reasons: tuple[Reason, ...] = ()
 
     @property
     def runnable(self) -> bool:
@@ -126,6 +135,8 @@ class GovernanceDecision:
             "reversibility": self.reversibility,
             "reasons": [{"code": r.code, "message": r.message} for r in self.reasons],
             "policy_sources": list(self.policy_sources),
+            "gate_result": self.gate_result,
+            "gate_reasons": [{"code": r.code, "message": r.message} for r in self.gate_reasons],
         }
 
 

@@ -19,7 +19,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+)
 
 from genworker.ids import InvalidIdError, PathEscapeError, safe_join
 from genworker.worker.governance.errors import SnapshotError
@@ -103,6 +110,18 @@ class PolicyDecisionRecord(_Record):
     reversibility: str
     reasons: tuple[ReasonRecord, ...]
     policy_sources: tuple[str, ...]
+    gate_result: str | None = None  # the Policy Gate's output
+    gate_reasons: tuple[ReasonRecord, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_gate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Snapshots written before the Policy Gate have no gate fields; leaving them out when
+        # empty keeps those files' content hashes (their names) valid.
+        data: dict[str, Any] = handler(self)
+        if data.get("gate_result") is None and not data.get("gate_reasons"):
+            data.pop("gate_result", None)
+            data.pop("gate_reasons", None)
+        return data
 
 
 class PolicySnapshot(_SnapshotFile):

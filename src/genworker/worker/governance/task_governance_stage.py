@@ -1,7 +1,8 @@
 """TaskGovernanceStage: the router's step before skill matching.
 
-It binds the task to a duty, snapshots the duty contract, runs the decision table, lets an
-approval lift a gate, writes the policy snapshot, and returns the manifest fields and the
+It binds the task to a duty, snapshots the duty contract, runs the decision table and the
+Policy Gate (which may turn auto into gated: `confirm`), lets an approval lift a gate, writes
+the policy snapshot, and returns the manifest fields and the
 decision. `evaluate` does blocking file I/O; `evaluate_async` runs it in a worker thread.
 """
 
@@ -21,6 +22,7 @@ from genworker.worker.governance.models import (
     ManifestFields,
     Reason,
 )
+from genworker.worker.governance.policy_gate import PolicyGate, gate_decision
 from genworker.worker.governance.snapshots import (
     ContractSnapshot,
     PolicyDecisionRecord,
@@ -49,6 +51,7 @@ class TaskGovernanceStage:
         self.snapshots = SnapshotStore(workspace_root)
         self._approvals = approvals or ApprovalResolver()
         self._bindings = bindings or DutyBindingResolver()
+        self.gate = PolicyGate()
 
     async def evaluate_async(self, inp: GovernanceInput) -> GovernanceOutcome:
         return await asyncio.to_thread(self.evaluate, inp)
@@ -58,6 +61,7 @@ class TaskGovernanceStage:
         facts = Facts.gather(inp, binding)
         contract_ref = self._save_contract(inp, binding.duty)
         decision = replace(decide(facts), policy_sources=self._sources(inp, binding))
+        decision = gate_decision(self.gate, inp, facts, decision)
         inputs = _inputs(facts, inp, contract_ref)
         gate_ref = None
         if decision.action == "gated":  # the policy a confirmation approves; an approval must name it
@@ -170,6 +174,8 @@ def _snapshot(inp: GovernanceInput, inputs: PolicyInputs, decision: GovernanceDe
         reversibility=decision.reversibility,
         reasons=tuple(ReasonRecord(code=r.code, message=r.message) for r in decision.reasons),
         policy_sources=decision.policy_sources,
+        gate_result=decision.gate_result,
+        gate_reasons=tuple(ReasonRecord(code=r.code, message=r.message) for r in decision.gate_reasons),
     )
     return PolicySnapshot(
         table_version=TABLE_VERSION,

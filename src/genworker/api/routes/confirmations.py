@@ -1,0 +1,111 @@
+"""Gated tasks waiting for a person: list them, approve or reject one. Tenant-scoped.
+
+An approval routes the task again with the confirmation as its `approval_ref` and answers with
+the new run; a rejection cancels the waiting run. Unknown id: 404; already decided: 409.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.deps import get_runtime
+from genworker.api.errors import ApiError
+from genworker.api.routes.chat import run_summary
+from genworker.api.runs import router_of, start_run
+from genworker.auth import Principal
+from genworker.runtime.composition import Runtime
+from genworker.worker.confirmations import (
+    Confirmation,
+    ConfirmationDecided,
+    ConfirmationError,
+    ConfirmationNotFound,
+    resolve,
+)
+from genworker.worker.router import RouteDone, RouteRequest
+from genworker.worker.task import RunRecord
+
+__all__ = ["confirmation_view", "router"]
+
+router = APIRouter(prefix="/api/v1/workers/{worker_id}/confirmations", tags=["confirmations"])
+
+Auth = Annotated[Principal, Depends(require_principal)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str, str]:
+    tenant_id, worker = principal_worker(principal, worker_id)
+    if runtime.registry.worker(tenant_id, worker) is None:
+        raise worker_not_found(worker_id)
+    return tenant_id, worker
+
+
+def confirmation_view(confirmation: Confirmation) -> dict[str, Any]:
+    return asdict(confirmation)
+
+
+@router.get("", summary="Gated tasks waiting for a decision (and decided ones), newest first")
+async def list_confirmations(
+    worker_id: str,
+    principal: Auth,
+    runtime: RuntimeDep,
+    status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = None,
+) -> dict[str, Any]:
+    tenant_id, worker = _worker(principal, runtime, worker_id)
+    items = await asyncio.to_thread(router_of(runtime).confirmations.list, tenant_id, worker, status)
+    return {"worker_id": worker, "confirmations": [confirmation_view(c) for c in items]}
+
+
+@router.get("/{confirmation_id}", summary="One confirmation")
+async def get_confirmation(worker_id: str, confirmation_id: str, principal: Auth, runtime: RuntimeDep) -> Any:
+    tenant_id, worker = _worker(principal, runtime, worker_id)
+    try:
+        found = await asyncio.to_thread(router_of(runtime).confirmations.get, tenant_id, worker, confirmation_id)
+    except (ConfirmationError, ValueError) as exc:
+        raise ApiError(404, "confirmation_not_found", str(exc)) from None
+    if found is None:
+        raise ApiError(404, "confirmation_not_found", f"no confirmation {confirmation_id!r}")
+    return confirmation_view(found)
+
+
+@router.post("/{confirmation_id}/{decision}", summary="Approve (runs the task) or reject a gated task")
+async def decide(worker_id: str, confirmation_id: str, decision: str, principal: Auth, runtime: RuntimeDep) -> Any:
+    if decision not in ("approve", "reject"):
+        raise ApiError(404, "not_found", "use .../approve or .../reject")
+    tenant_id, worker = _worker(principal, runtime, worker_id)
+    by = f"key:{principal.key_id}"
+
+    async def run(req: RouteRequest) -> tuple[RunRecord | None, str]:
+        # in the runtime's background: a client that goes away does not stop the approved run
+        handle = await start_run(runtime, req)
+        done = None
+        async for event in handle.events():
+            if isinstance(event, RouteDone):
+                done = event
+        return (done.record, done.result.output) if done is not None else (None, "")
+
+    try:
+        resolved = await resolve(
+            router_of(runtime),
+            tenant_id,
+            worker,
+            confirmation_id,
+            "approve" if decision == "approve" else "reject",
+            by,
+            run=run,
+        )
+    except ConfirmationDecided as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    except (ConfirmationNotFound, ValueError) as exc:  # ValueError: a malformed id
+        raise ApiError(404, "confirmation_not_found", str(exc)) from None
+    except ConfirmationError as exc:
+        raise ApiError(500, "confirmation_unreadable", str(exc)) from None
+    body: dict[str, Any] = {"confirmation": confirmation_view(resolved.confirmation)}
+    if decision == "approve":
+        body["run"] = run_summary(resolved.run) if resolved.run is not None else None
+        body["output"] = resolved.output
+    return body

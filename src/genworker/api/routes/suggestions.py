@@ -1,0 +1,125 @@
+"""Suggestions (list, approve, reject, run the detectors now) and feedback. Tenant-scoped.
+
+Unknown suggestion: 404; already decided: 409; approving one whose effect cannot be applied (its
+skill already exists, say): 422, and the suggestion stays pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import asdict
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.deps import get_runtime
+from genworker.api.errors import ApiError
+from genworker.auth import Principal
+from genworker.autonomy.suggestions import (
+    FeedbackStore,
+    SuggestionAggregate,
+    SuggestionDecided,
+    SuggestionDetectors,
+    SuggestionNotFound,
+)
+from genworker.runtime.composition import Runtime
+from genworker.workspace.snapshot import Worker
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["suggestions"])
+
+Auth = Annotated[Principal, Depends(require_principal)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+class FeedbackBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    text: str = Field(min_length=1, max_length=4000)
+
+
+def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> Worker:
+    tenant_id, name = principal_worker(principal, worker_id)
+    worker = runtime.registry.worker(tenant_id, name)
+    if worker is None:
+        raise worker_not_found(worker_id)
+    return worker
+
+
+def _suggestions(runtime: Runtime) -> SuggestionAggregate:
+    if runtime.suggestions is None:
+        raise ApiError(503, "suggestions_unavailable", "suggestions are not configured on this runtime")
+    return runtime.suggestions
+
+
+def _feedback(runtime: Runtime) -> FeedbackStore:
+    if runtime.feedback is None:
+        raise ApiError(503, "feedback_unavailable", "feedback is not configured on this runtime")
+    return runtime.feedback
+
+
+@router.get("/suggestions", summary="Suggestions, newest first")
+async def list_suggestions(
+    worker_id: str,
+    principal: Auth,
+    runtime: RuntimeDep,
+    status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = "pending",
+) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    store = _suggestions(runtime).store
+    items = await asyncio.to_thread(store.list, worker.tenant_id, worker.worker_id, status)
+    return {"worker_id": worker.worker_id, "suggestions": [asdict(s) for s in items]}
+
+
+@router.post("/suggestions/detect", summary="Run the suggestion detectors now; returns the new suggestions")
+async def detect(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    aggregate = _suggestions(runtime)
+    if runtime.router is None:
+        raise ApiError(503, "not_ready", "the runtime is still starting")
+    found = await SuggestionDetectors(aggregate.store, runtime.router.tasks, aggregate.goals).run(worker)
+    return {"worker_id": worker.worker_id, "created": [asdict(s) for s in found]}
+
+
+@router.post("/suggestions/{suggestion_id}/{decision}", summary="Approve (applies it) or reject a suggestion")
+async def decide(
+    worker_id: str,
+    suggestion_id: str,
+    decision: Literal["approve", "reject"],
+    principal: Auth,
+    runtime: RuntimeDep,
+) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    aggregate = _suggestions(runtime)
+    by = f"key:{principal.key_id}"
+    try:
+        decided = await asyncio.to_thread(
+            aggregate.decide, worker.tenant_id, worker.worker_id, suggestion_id, decision, by
+        )
+    except SuggestionNotFound as exc:
+        raise ApiError(404, "suggestion_not_found", str(exc)) from None
+    except SuggestionDecided as exc:
+        raise ApiError(409, "conflict", str(exc)) from None
+    except (ValueError, KeyError, LookupError) as exc:
+        raise ApiError(422, "suggestion_not_applied", f"{type(exc).__name__}: {exc}") from None
+    return {"suggestion": asdict(decided)}
+
+
+@router.post("/feedback", summary="Record feedback for the worker", status_code=201)
+async def add_feedback(worker_id: str, body: FeedbackBody, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    entry = await asyncio.to_thread(
+        _feedback(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
+    )
+    return {"feedback": entry}
+
+
+@router.get("/feedback", summary="Recorded feedback, newest first")
+async def list_feedback(
+    worker_id: str, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
+) -> dict[str, Any]:
+    worker = _worker(principal, runtime, worker_id)
+    items = await asyncio.to_thread(_feedback(runtime).list, worker.tenant_id, worker.worker_id, limit)
+    return {"worker_id": worker.worker_id, "feedback": items}

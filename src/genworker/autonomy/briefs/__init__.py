@@ -1,0 +1,44 @@
+"""Interruption budget and briefs (Steward): a few real-time interruptions a day, everything else
+in a brief every few hours, each item with options. docs/briefs.md describes them."""
+
+from genworker.autonomy.briefs.budget import Admission, in_quiet_hours, local_day
+from genworker.autonomy.briefs.done import DoneSource, done_runs
+from genworker.autonomy.briefs.models import (
+    SCHEMA_VERSION,
+    SECTIONS,
+    Brief,
+    BriefError,
+    BriefItem,
+    BriefNotFound,
+    BudgetDay,
+    Option,
+    Section,
+)
+from genworker.autonomy.briefs.render import render_brief, render_item
+from genworker.autonomy.briefs.service import BriefService, ListSource
+from genworker.autonomy.briefs.sink import BriefSink, ChannelBriefSink
+from genworker.autonomy.briefs.store import BriefStore
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SECTIONS",
+    "Admission",
+    "Brief",
+    "BriefError",
+    "BriefItem",
+    "BriefNotFound",
+    "BriefService",
+    "BriefSink",
+    "BriefStore",
+    "BudgetDay",
+    "ChannelBriefSink",
+    "DoneSource",
+    "ListSource",
+    "Option",
+    "Section",
+    "done_runs",
+    "in_quiet_hours",
+    "local_day",
+    "render_brief",
+    "render_item",
+]

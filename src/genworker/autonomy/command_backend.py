@@ -1,0 +1,87 @@
+"""AutonomyCommandBackend: what the IM commands (/confirmations, /approve_confirmation,
+/reject_confirmation, /suggestions, /approve_suggestion, /reject_suggestion, /feedback, /status)
+do, over the same stores and aggregates the HTTP API uses.
+
+Unknown ids raise LookupError; an already decided confirmation or suggestion raises ValueError.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any, Literal
+
+from genworker.autonomy.goals import GoalAggregate, goal_health
+from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
+from genworker.worker.confirmations import resolve
+from genworker.worker.router import WorkerRouter
+from genworker.workspace.models import GoalStatus
+
+__all__ = ["AutonomyCommandBackend"]
+
+Decision = Literal["approve", "reject"]
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class AutonomyCommandBackend:
+    def __init__(
+        self,
+        router: WorkerRouter,
+        suggestions: SuggestionAggregate,
+        feedback_store: FeedbackStore,
+        goals: GoalAggregate,
+        *,
+        clock: Callable[[], dt.datetime] = _utc_now,
+    ) -> None:
+        self.router = router
+        self.suggestion_aggregate = suggestions
+        self.feedback_store = feedback_store
+        self.goals = goals
+        self.clock = clock
+
+    def confirmations(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        pending = self.router.confirmations.list(tenant_id, worker_id, "pending")
+        return [
+            {"id": c.confirmation_id, "text": c.text, "created_at": c.created_at, "reasons": list(c.reasons)}
+            for c in pending
+        ]
+
+    async def decide_confirmation(
+        self, tenant_id: str, worker_id: str, confirmation_id: str, decision: Decision, by: str
+    ) -> dict[str, Any]:
+        resolved = await resolve(self.router, tenant_id, worker_id, confirmation_id, decision, by)
+        c = resolved.confirmation
+        out: dict[str, Any] = {"id": c.confirmation_id, "status": c.status, "decided_by": c.decided_by}
+        if resolved.run is not None:
+            out |= {"run_id": resolved.run.run_id, "run_state": str(resolved.run.state), "output": resolved.output}
+        return out
+
+    def suggestions(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        pending = self.suggestion_aggregate.store.list(tenant_id, worker_id, "pending")
+        return [{"id": s.suggestion_id, "title": s.title, "kind": s.kind, "created_at": s.created_at} for s in pending]
+
+    def decide_suggestion(
+        self, tenant_id: str, worker_id: str, suggestion_id: str, decision: Decision, by: str
+    ) -> dict[str, Any]:
+        s = self.suggestion_aggregate.decide(tenant_id, worker_id, suggestion_id, decision, by)
+        return {"id": s.suggestion_id, "status": s.status, "kind": s.kind, "result": s.result}
+
+    def feedback(self, tenant_id: str, worker_id: str, text: str, by: str) -> None:
+        self.feedback_store.add(tenant_id, worker_id, text, by)
+
+    def status(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
+        today = self.clock().date()
+        goals = [g for g in self.goals.goals(tenant_id, worker_id) if g.status == GoalStatus.ACTIVE]
+        return {
+            "worker_id": worker_id,
+            "pending_confirmations": len(self.router.confirmations.list(tenant_id, worker_id, "pending")),
+            "pending_suggestions": len(self.suggestion_aggregate.store.list(tenant_id, worker_id, "pending")),
+            "goals": [
+                {"goal_id": g.goal_id, "title": g.title, "health": h.health, "completion": h.completion}
+                for g in goals
+                for h in [goal_health(g, today)]
+            ],
+        }

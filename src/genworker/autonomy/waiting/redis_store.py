@@ -1,0 +1,216 @@
+"""WAITING plans in Redis, for runtimes sharing work; every wake-up is one Lua script.
+
+Keys (tenant and worker ids are validated ids, so they cannot contain ':')::
+
+    {prefix}:{t}:waiting:plan:{w}:{plan_id}   string: the plan's JSON (schema_version)
+    {prefix}:{t}:waiting:key:{match_key}      set of plan keys waiting on that key (the index)
+    {prefix}:{t}:waiting:worker:{w}           sorted set of the worker's plan keys by creation (listing)
+    {prefix}:waiting:expiry                   sorted set of WAITING plan keys by expires_at (the scan)
+
+The scripts decode the plan, move it out of WAITING and drop its index entries in one step, so
+concurrent events or scans in several processes wake a plan once.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+from redis.asyncio import Redis
+
+from genworker.autonomy.waiting.models import (
+    WaitingPlan,
+    WaitingPlanNotFound,
+    WaitingTransitionError,
+    WaitState,
+    plan_from_json,
+    plan_to_json,
+    validate_match_key,
+)
+from genworker.ids import validate_id
+
+__all__ = ["RedisWaitingStore"]
+
+# KEYS: plan, key set, expiry, worker set. ARGV: doc, created score, expires score.
+_ADD: Final = """
+local existing = redis.call('GET', KEYS[1])
+if existing then return existing end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[2], KEYS[1])
+redis.call('ZADD', KEYS[3], ARGV[3], KEYS[1])
+redis.call('ZADD', KEYS[4], ARGV[2], KEYS[1])
+return ARGV[1]
+"""
+
+# Moves one decoded plan to gated; shared by the two wake-ups.
+_GATE: Final = """
+local function gate(key, doc, gated_by, event_id, now)
+  doc['state'] = 'gated'
+  doc['gated_by'] = gated_by
+  if event_id ~= '' then doc['event_id'] = event_id end
+  doc['version'] = doc['version'] + 1
+  doc['updated_at'] = now
+  local text = cjson.encode(doc)
+  redis.call('SET', key, text)
+  return text
+end
+"""
+
+# KEYS: key set, expiry. ARGV: event id, now iso.
+_RESUME: Final = (
+    _GATE
+    + """
+local out = {}
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local raw = redis.call('GET', key)
+  if raw then
+    local doc = cjson.decode(raw)
+    if doc['state'] == 'waiting' then table.insert(out, gate(key, doc, 'event', ARGV[1], ARGV[2])) end
+  end
+  redis.call('ZREM', KEYS[2], key)
+end
+redis.call('DEL', KEYS[1])
+return out
+"""
+)
+
+# KEYS: expiry. ARGV: now score, now iso, limit, key-set prefix ({prefix}:), .
+_EXPIRE: Final = (
+    _GATE
+    + """
+local out = {}
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))) do
+  redis.call('ZREM', KEYS[1], key)
+  local raw = redis.call('GET', key)
+  if raw then
+    local doc = cjson.decode(raw)
+    if doc['state'] == 'waiting' then
+      redis.call('SREM', ARGV[4] .. doc['tenant_id'] .. ':waiting:key:' .. doc['match_key'], key)
+      table.insert(out, gate(key, doc, 'timeout', '', ARGV[2]))
+    end
+  end
+end
+return out
+"""
+)
+
+# KEYS: plan, old key set, expiry, new key set. ARGV: expected state, new doc, new state, expires score.
+_TRANSITION: Final = """
+local raw = redis.call('GET', KEYS[1])
+if not raw then return {0, ''} end
+local doc = cjson.decode(raw)
+if doc['state'] ~= ARGV[1] then return {1, doc['state']} end
+if ARGV[1] == 'waiting' then
+  redis.call('SREM', KEYS[2], KEYS[1])
+  redis.call('ZREM', KEYS[3], KEYS[1])
+end
+redis.call('SET', KEYS[1], ARGV[2])
+if ARGV[3] == 'waiting' then
+  redis.call('SADD', KEYS[4], KEYS[1])
+  redis.call('ZADD', KEYS[3], ARGV[4], KEYS[1])
+end
+return {2, ''}
+"""
+
+
+def _doc(plan: WaitingPlan) -> str:
+    return json.dumps(plan_to_json(plan), ensure_ascii=False, separators=(",", ":"))
+
+
+class RedisWaitingStore:
+    def __init__(self, url: str, *, prefix: str = "gw") -> None:
+        self._redis = Redis.from_url(url)
+        self._prefix = prefix
+        self._add = self._redis.register_script(_ADD)
+        self._resume = self._redis.register_script(_RESUME)
+        self._expire = self._redis.register_script(_EXPIRE)
+        self._transition = self._redis.register_script(_TRANSITION)
+
+    def _plan_key(self, tenant_id: str, worker_id: str, plan_id: str) -> str:
+        ids = (
+            validate_id(tenant_id, "tenant id"),
+            validate_id(worker_id, "worker id"),
+            validate_id(plan_id, "plan id"),
+        )
+        return f"{self._prefix}:{ids[0]}:waiting:plan:{ids[1]}:{ids[2]}"
+
+    def _key_set(self, tenant_id: str, match_key: str) -> str:
+        return f"{self._prefix}:{validate_id(tenant_id, 'tenant id')}:waiting:key:{validate_match_key(match_key)}"
+
+    def _worker_set(self, tenant_id: str, worker_id: str) -> str:
+        return f"{self._prefix}:{tenant_id}:waiting:worker:{validate_id(worker_id, 'worker id')}"
+
+    @property
+    def _expiry(self) -> str:
+        return f"{self._prefix}:waiting:expiry"
+
+    def _decode(self, raw: bytes | str, where: str) -> WaitingPlan:
+        return plan_from_json(raw, f"redis {where}")
+
+    async def add(self, plan: WaitingPlan) -> WaitingPlan:
+        if plan.state != "waiting":
+            raise WaitingTransitionError(f"plan {plan.plan_id}: a new plan starts in state waiting, not {plan.state}")
+        key = self._plan_key(*plan.key)
+        keys = [
+            key,
+            self._key_set(plan.tenant_id, plan.match_key),
+            self._expiry,
+            self._worker_set(plan.tenant_id, plan.worker_id),
+        ]
+        raw = await self._add(keys=keys, args=[_doc(plan), plan.created_at.timestamp(), plan.expires_at.timestamp()])
+        return self._decode(cast(bytes, raw), key)
+
+    async def get(self, tenant_id: str, worker_id: str, plan_id: str) -> WaitingPlan | None:
+        key = self._plan_key(tenant_id, worker_id, plan_id)
+        raw = await self._redis.get(key)
+        return None if raw is None else self._decode(raw, key)
+
+    async def waiters(self, tenant_id: str, match_key: str) -> list[WaitingPlan]:
+        members = cast(set[bytes], await self._redis.smembers(self._key_set(tenant_id, match_key)))
+        keys = sorted(k.decode() for k in members)
+        docs = await self._redis.mget(keys) if keys else []
+        plans = [self._decode(raw, key) for key, raw in zip(keys, docs, strict=True) if raw is not None]
+        return [p for p in plans if p.state == "waiting"]
+
+    async def resume(self, tenant_id: str, match_key: str, event_id: str, now: datetime) -> list[WaitingPlan]:
+        keys = [self._key_set(tenant_id, match_key), self._expiry]
+        out = await self._resume(keys=keys, args=[event_id, now.astimezone(UTC).isoformat()])
+        return [self._decode(raw, keys[0]) for raw in cast(list[bytes], out)]
+
+    async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:
+        args: list[str | float] = [now.timestamp(), now.astimezone(UTC).isoformat(), limit, f"{self._prefix}:"]
+        out = await self._expire(keys=[self._expiry], args=args)
+        return [self._decode(raw, self._expiry) for raw in cast(list[bytes], out)]
+
+    async def transition(
+        self, tenant_id: str, worker_id: str, plan_id: str, expected: WaitState, to: WaitState, **changes: Any
+    ) -> WaitingPlan:
+        key = self._plan_key(tenant_id, worker_id, plan_id)
+        current = await self.get(tenant_id, worker_id, plan_id)
+        if current is None:
+            raise WaitingPlanNotFound(f"no waiting plan {plan_id!r} for worker {tenant_id}/{worker_id}")
+        moved = current.moved(to, changes.pop("now", None) or datetime.now(UTC), **changes)
+        keys = [
+            key,
+            self._key_set(tenant_id, current.match_key),
+            self._expiry,
+            self._key_set(tenant_id, moved.match_key),
+        ]
+        args: list[str | float] = [expected, _doc(moved), to, moved.expires_at.timestamp()]
+        code, state = cast(list[Any], await self._transition(keys=keys, args=args))
+        if int(code) == 0:
+            raise WaitingPlanNotFound(f"no waiting plan {plan_id!r} for worker {tenant_id}/{worker_id}")
+        if int(code) == 1:
+            raise WaitingTransitionError(f"plan {plan_id} is {state.decode()}, not {expected}: cannot move it to {to}")
+        return moved
+
+    async def list(self, tenant_id: str, worker_id: str, state: WaitState | None = None) -> list[WaitingPlan]:
+        members = cast(list[bytes], await self._redis.zrange(self._worker_set(tenant_id, worker_id), 0, -1))
+        keys = [k.decode() for k in members]
+        docs = await self._redis.mget(keys) if keys else []
+        plans = [self._decode(raw, key) for key, raw in zip(keys, docs, strict=True) if raw is not None]
+        return [p for p in plans if state is None or p.state == state]
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()

@@ -1,0 +1,257 @@
+"""WaitingService: park a plan on a `match_key`, wake it when a matching event arrives, and scan
+for waits that timed out (every 60 s by default; the scan is a fallback, events come first).
+
+Wake-up: the store moves WAITING -> GATED once (whoever else races gets nothing), then a plan
+that needs a person's confirmation stays GATED for the brief; every other one moves GATED ->
+RUNNING and `on_resume` routes it in the background (through governance again: the gate
+re-checks it); when that returns the plan is DONE.
+Timeout, per `on_timeout`: remind (back to WAITING for another wait), escalate (stays GATED and
+goes to the brief's confirmation section), remind_then_escalate (remind once, then escalate),
+close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from genworker.autonomy.inbox import InboxStore
+from genworker.autonomy.inbox.topics import ITEM_WRITTEN
+from genworker.autonomy.waiting.models import (
+    WaitingError,
+    WaitingPlan,
+    WaitingPlanNotFound,
+    WaitingTransitionError,
+    validate_match_key,
+)
+from genworker.autonomy.waiting.store import WaitingStore
+from genworker.events import Event, EventBus, Subscription
+from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy
+
+__all__ = ["ResumeHandler", "TimeoutHandler", "WaitingService"]
+
+log = logging.getLogger("genworker.waiting")
+
+TimeoutOutcome = Literal["remind", "escalate", "close"]
+ResumeHandler = Callable[[WaitingPlan], Awaitable[None]]
+TimeoutHandler = Callable[[WaitingPlan, TimeoutOutcome], Awaitable[None]]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _nothing(plan: WaitingPlan, outcome: TimeoutOutcome) -> None:
+    log.info("[Waiting] %s/%s plan %s timed out: %s", plan.tenant_id, plan.worker_id, plan.plan_id, outcome)
+
+
+class WaitingService:
+    def __init__(
+        self,
+        store: WaitingStore,
+        on_resume: ResumeHandler,
+        *,
+        on_timeout: TimeoutHandler = _nothing,
+        bus: EventBus | None = None,
+        policy_of: Callable[[str, str], Policy] | None = None,
+        inbox: InboxStore | None = None,
+        scan_interval_s: float = 60.0,
+        stop_grace_s: float = 30.0,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.store = store
+        self.on_resume = on_resume
+        self.on_timeout = on_timeout
+        self.scan_interval_s = scan_interval_s
+        self.stop_grace_s = stop_grace_s
+        self._bus = bus
+        self._inbox = inbox
+        self._policy_of = policy_of or (lambda tenant_id, worker_id: DEFAULT_POLICY)
+        self._clock = clock
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._subscription: Subscription | None = None
+        self._runs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
+        self.last_scan: dict[str, Any] = {}
+
+    async def wait(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        match_key: str,
+        *,
+        title: str = "",
+        wait_for: timedelta | None = None,
+        requires_confirmation: bool = False,
+        resume: Mapping[str, Any] | None = None,
+        plan_id: str | None = None,
+    ) -> WaitingPlan:
+        """Park a plan until an event with `match_key` arrives (default timeout: the policy's 24 h)."""
+        policy = self._policy_of(tenant_id, worker_id)
+        now = self._clock()
+        plan = WaitingPlan(
+            plan_id=plan_id or f"wait_{uuid.uuid4().hex[:16]}",
+            tenant_id=tenant_id,
+            worker_id=worker_id,
+            match_key=validate_match_key(match_key),
+            title=title,
+            created_at=now,
+            expires_at=now + (wait_for or timedelta(hours=policy.waiting_default_timeout_hours)),
+            on_timeout=policy.waiting_timeout_action,
+            requires_confirmation=requires_confirmation,
+            resume=resume or {},
+        )
+        return await self.store.add(plan)
+
+    async def on_event(self, tenant_id: str, match_key: str, event_id: str) -> list[WaitingPlan]:
+        """Wake the tenant's plans waiting on `match_key`; returns the plans this call woke."""
+        woken = await self.store.resume(tenant_id, match_key, event_id, self._clock())
+        return [await self._run_gated(plan) for plan in woken]
+
+    async def _run_gated(self, plan: WaitingPlan) -> WaitingPlan:
+        if plan.requires_confirmation:
+            await self.on_timeout(plan, "escalate")  # a person decides; the brief lists it
+            return plan
+        try:
+            running = await self.store.transition(*plan.key, "gated", "running", now=self._clock())
+        except WaitingTransitionError:
+            return plan  # someone else moved it on
+        self._start(running)
+        return running
+
+    def _start(self, plan: WaitingPlan) -> None:
+        """Run the resumed plan in the background (an event's sender does not wait for the run)."""
+        task = asyncio.create_task(self._finish(plan), name=f"waiting-resume:{'/'.join(plan.key)}")
+        self._runs[plan.key] = task
+        task.add_done_callback(lambda _: self._runs.pop(plan.key, None))
+
+    async def _finish(self, plan: WaitingPlan) -> None:
+        try:
+            await self.on_resume(plan)
+        except Exception:  # the run's own record has the failure; the plan is over either way
+            log.exception("[Waiting] resuming %s/%s plan %s failed", plan.tenant_id, plan.worker_id, plan.plan_id)
+        finally:
+            with contextlib.suppress(WaitingError):
+                await self.store.transition(*plan.key, "running", "done", now=self._clock())
+
+    async def wait_runs(self, plans: Iterable[WaitingPlan]) -> None:
+        """Wait until the resumed runs of `plans` have finished (for callers that want the result)."""
+        tasks = [task for plan in plans if (task := self._runs.get(plan.key)) is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def resume_plan(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> WaitingPlan:
+        """A person resumes a plan by hand: WAITING -> GATED -> RUNNING, or a held GATED plan -> RUNNING."""
+        plan = await self.store.get(tenant_id, worker_id, plan_id)
+        if plan is None:
+            raise WaitingPlanNotFound(f"no waiting plan {plan_id!r} for worker {tenant_id}/{worker_id}")
+        if plan.state == "waiting":
+            plan = await self.store.transition(
+                tenant_id, worker_id, plan_id, "waiting", "gated", now=self._clock(), gated_by="manual", event_id=by
+            )
+        running = await self.store.transition(tenant_id, worker_id, plan_id, "gated", "running", now=self._clock())
+        self._start(running)
+        return running
+
+    async def cancel(self, tenant_id: str, worker_id: str, plan_id: str) -> WaitingPlan:
+        plan = await self.store.get(tenant_id, worker_id, plan_id)
+        if plan is None:
+            raise WaitingPlanNotFound(f"no waiting plan {plan_id!r} for worker {tenant_id}/{worker_id}")
+        if plan.state not in ("waiting", "gated"):
+            raise WaitingTransitionError(
+                f"plan {plan_id} is {plan.state}: only waiting or gated plans can be cancelled"
+            )
+        return await self.store.transition(tenant_id, worker_id, plan_id, plan.state, "cancelled", now=self._clock())
+
+    async def scan_once(self, limit: int = 1000) -> list[WaitingPlan]:
+        """Handle every wait that timed out by now; returns the plans after their timeout step."""
+        now = self._clock()
+        handled = [await self._timed_out(plan, now) for plan in await self.store.expire_due(now, limit)]
+        self.last_scan = {"at": now.isoformat(), "expired": len(handled)}
+        return handled
+
+    async def _timed_out(self, plan: WaitingPlan, now: datetime) -> WaitingPlan:
+        action = plan.on_timeout
+        outcome: TimeoutOutcome
+        if action == "remind" or (action == "remind_then_escalate" and plan.reminders == 0):
+            hours = self._policy_of(plan.tenant_id, plan.worker_id).waiting_default_timeout_hours
+            plan = await self.store.transition(
+                *plan.key,
+                "gated",
+                "waiting",
+                now=now,
+                expires_at=now + timedelta(hours=hours),
+                reminders=plan.reminders + 1,
+            )
+            outcome = "remind"
+        elif action == "close":
+            plan = await self.store.transition(*plan.key, "gated", "closed", now=now)
+            outcome = "close"
+        else:
+            outcome = "escalate"
+        await self.on_timeout(plan, outcome)
+        return plan
+
+    # -- background: events and the scan --------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is not None:
+            return
+        self._stop.clear()
+        if self._bus is not None:
+            self._subscription = self._bus.subscribe("*", self._on_bus_event)
+        self._task = asyncio.create_task(self._scan_loop(), name="waiting-timeout-scan")
+
+    async def _on_bus_event(self, event: Event) -> None:
+        key = event.payload.get("match_key")
+        event_id = event.event_id
+        if key is None and event.topic == ITEM_WRITTEN and self._inbox is not None:
+            key, event_id = await self._inbox_key(event), str(event.payload.get("item_id"))
+        if event.tenant_id is None or not isinstance(key, str):
+            return
+        try:
+            validate_match_key(key)
+        except ValueError:
+            log.warning("[Waiting] event %s carries an invalid match_key %r", event.event_id, key)
+            return
+        await self.on_event(event.tenant_id, key, event_id)
+
+    async def _inbox_key(self, event: Event) -> object:
+        """A sensed fact (e.g. a webhook body) names the key in its payload's `match_key`."""
+        assert self._inbox is not None
+        item_id = event.payload.get("item_id")
+        if event.tenant_id is None or event.worker_id is None or not isinstance(item_id, str):
+            return None
+        item = await self._inbox.get(event.tenant_id, event.worker_id, item_id)
+        return item.payload.get("match_key") if item is not None else None
+
+    async def _scan_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self.scan_once()
+            except Exception:  # the scan must survive one bad plan file
+                log.exception("[Waiting] timeout scan failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.scan_interval_s)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._subscription is not None:
+            self._subscription.unsubscribe()
+            self._subscription = None
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        runs = list(self._runs.values())
+        if runs:
+            _, pending = await asyncio.wait(runs, timeout=self.stop_grace_s)
+            for task in pending:  # the run's record is recovered as interrupted at the next start
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+        await self.store.aclose()

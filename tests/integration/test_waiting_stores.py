@@ -1,0 +1,259 @@
+"""WAITING plans against both backends (files, real Redis): the index, resume exactly once under
+concurrent matching events, the timeout scan, state compare-and-set, and the service on a real
+event bus."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from genworker.autonomy.waiting import (
+    FileWaitingStore,
+    RedisWaitingStore,
+    WaitingPlan,
+    WaitingPlanNotFound,
+    WaitingSchemaError,
+    WaitingService,
+    WaitingStore,
+    WaitingTransitionError,
+)
+from genworker.events import InProcessEventBus, new_event
+
+pytestmark = pytest.mark.anyio
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def plan(plan_id: str, key: str = "github:issue:42:updated", *, worker: str = "w", tenant: str = "acme",
+         expires: timedelta = timedelta(hours=1), **fields: Any) -> WaitingPlan:  # fmt: skip
+    return WaitingPlan(
+        plan_id=plan_id, tenant_id=tenant, worker_id=worker, match_key=key, created_at=T0, expires_at=T0 + expires,
+        **fields,
+    )  # fmt: skip
+
+
+@pytest.fixture(params=["file", "redis"])
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Callable[[], WaitingStore]]:
+    """A factory: several store objects over the same backend, like several runtime processes."""
+    made: list[WaitingStore] = []
+    if request.param == "redis":
+        url = request.getfixturevalue("redis_url")
+        prefix = f"test-{uuid.uuid4().hex[:8]}"
+
+        def build() -> WaitingStore:
+            made.append(RedisWaitingStore(url, prefix=prefix))
+            return made[-1]
+    else:
+
+        def build() -> WaitingStore:
+            made.append(FileWaitingStore(tmp_path / "ws"))
+            return made[-1]
+
+    yield build
+    for store in made:
+        await store.aclose()
+
+
+async def test_add_is_idempotent_and_indexed_per_tenant_and_key(make_store: Callable[[], WaitingStore]) -> None:
+    store = make_store()
+    first = await store.add(plan("p1"))
+    assert await store.add(plan("p1", title="again")) == first
+    await store.add(plan("p2", "github:issue:43:updated"))
+    await store.add(plan("p3", tenant="other"))
+    assert [p.plan_id for p in await store.waiters("acme", "github:issue:42:updated")] == ["p1"]
+    assert [p.plan_id for p in await store.waiters("other", "github:issue:42:updated")] == ["p3"]
+    assert await store.waiters("acme", "github:issue:1:updated") == []
+    assert [p.plan_id for p in await store.list("acme", "w")] == ["p1", "p2"]
+    assert await store.get("acme", "w", "nope") is None
+
+
+async def test_resume_wakes_each_plan_exactly_once_under_concurrent_events(
+    make_store: Callable[[], WaitingStore],
+) -> None:
+    stores = [make_store() for _ in range(4)]
+    for i in range(10):
+        await stores[0].add(plan(f"p{i}", worker=f"w{i % 3}"))
+    await stores[0].add(plan("other", "github:issue:7:updated"))
+    calls = [s.resume("acme", "github:issue:42:updated", f"evt{n}", T0) for n in range(24) for s in stores[:1]]
+    calls += [s.resume("acme", "github:issue:42:updated", f"evt-{i}", T0) for i, s in enumerate(stores)]
+    results = await asyncio.gather(*calls)
+    woken = [p for batch in results for p in batch]
+    assert sorted(p.plan_id for p in woken) == [f"p{i}" for i in range(10)]
+    assert {(p.state, p.gated_by, p.version) for p in woken} == {("gated", "event", 2)}
+    assert len({p.event_id for p in woken}) == 1  # one event woke them all, together
+    assert await stores[1].waiters("acme", "github:issue:42:updated") == []
+    assert [p.plan_id for p in await stores[2].waiters("acme", "github:issue:7:updated")] == ["other"]
+    # a later matching event finds nothing: no double wake-up
+    assert await stores[3].resume("acme", "github:issue:42:updated", "late", T0) == []
+
+
+async def test_timeout_scan_moves_only_expired_waits(make_store: Callable[[], WaitingStore]) -> None:
+    store = make_store()
+    await store.add(plan("soon", expires=timedelta(minutes=5)))
+    await store.add(plan("same-minute", expires=timedelta(minutes=5, seconds=40)))
+    await store.add(plan("later", expires=timedelta(hours=2)))
+    await store.add(plan("elsewhere", tenant="other", expires=timedelta(minutes=1)))
+    assert await store.expire_due(T0) == []
+    due = await store.expire_due(T0 + timedelta(minutes=5, seconds=20))
+    assert sorted(p.plan_id for p in due) == ["elsewhere", "soon"]
+    assert {(p.state, p.gated_by) for p in due} == {("gated", "timeout")}
+    assert await store.expire_due(T0 + timedelta(minutes=5, seconds=20)) == []  # once
+    assert [p.plan_id for p in await store.expire_due(T0 + timedelta(minutes=6))] == ["same-minute"]
+    assert [p.plan_id for p in await store.waiters("acme", "github:issue:42:updated")] == ["later"]
+    # an expired plan is no longer woken by its event
+    assert [p.plan_id for p in await store.resume("acme", "github:issue:42:updated", "e", T0)] == ["later"]
+
+
+async def test_transition_is_compare_and_set_and_rearming_reindexes(make_store: Callable[[], WaitingStore]) -> None:
+    store = make_store()
+    await store.add(plan("p"))
+    [_gated] = await store.resume("acme", "github:issue:42:updated", "e1", T0)
+    results = await asyncio.gather(
+        *(store.transition("acme", "w", "p", "gated", "running", now=T0) for _ in range(5)), return_exceptions=True
+    )
+    assert sum(isinstance(r, WaitingPlan) for r in results) == 1
+    assert all(isinstance(r, WaitingTransitionError) for r in results if not isinstance(r, WaitingPlan))
+    with pytest.raises(WaitingPlanNotFound):
+        await store.transition("acme", "w", "missing", "gated", "running")
+    await store.add(plan("again"))
+    [_timed_out] = await store.expire_due(T0 + timedelta(hours=2))
+    rearmed = await store.transition(
+        "acme", "w", "again", "gated", "waiting", now=T0, expires_at=T0 + timedelta(hours=5), reminders=1
+    )
+    assert (rearmed.state, rearmed.reminders) == ("waiting", 1)
+    assert [p.plan_id for p in await store.waiters("acme", "github:issue:42:updated")] == ["again"]
+    assert await store.expire_due(T0 + timedelta(hours=3)) == []
+    assert [p.plan_id for p in await store.expire_due(T0 + timedelta(hours=6))] == ["again"]
+
+
+async def test_the_file_backend_rejects_unknown_schema_versions(tmp_path: Path) -> None:
+    store = FileWaitingStore(tmp_path)
+    await store.add(plan("p"))
+    path = tmp_path / "tenants/acme/workers/w/runtime/waiting/p.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert data["schema_version"] == 1
+    path.write_text(json.dumps({**data, "schema_version": 99}), encoding="utf-8")
+    with pytest.raises(WaitingSchemaError, match=r"p\.json: schema_version 99 is unknown"):
+        await store.get("acme", "w", "p")
+
+
+# -- the service over a real in-process bus ---------------------------------------------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.resumed: list[WaitingPlan] = []
+        self.timeouts: list[tuple[str, str]] = []
+        self.seen = asyncio.Event()
+
+    async def resume(self, plan: WaitingPlan) -> None:
+        self.resumed.append(plan)
+        self.seen.set()
+
+    async def timeout(self, plan: WaitingPlan, outcome: str) -> None:
+        self.timeouts.append((plan.plan_id, outcome))
+
+
+async def test_service_resumes_from_bus_events_once(make_store: Callable[[], WaitingStore]) -> None:
+    bus = InProcessEventBus()
+    rec = Recorder()
+    now = [T0]
+    services = [
+        WaitingService(make_store(), rec.resume, on_timeout=rec.timeout, bus=bus, clock=lambda: now[0])
+        for _ in range(2)
+    ]
+    for service in services:
+        await service.start()
+    try:
+        parked = await services[0].wait("acme", "w", "github:pr:9:reviewed", resume={"text": "merge it"})
+        assert parked.state == "waiting" and parked.expires_at == T0 + timedelta(hours=24)
+        for _ in range(3):
+            await bus.publish(
+                new_event(
+                    "github.pr", source="webhook", tenant_id="acme", payload={"match_key": "github:pr:9:reviewed"}
+                )
+            )
+        await asyncio.wait_for(rec.seen.wait(), 10)
+        await bus.close()  # drains the mailboxes: every handler has run
+        for service in services:
+            await service.wait_runs([parked])
+        done = await services[1].store.get("acme", "w", parked.plan_id)
+        assert done is not None and (done.state, done.event_id is not None) == ("done", True)
+        assert [(p.plan_id, p.state, dict(p.resume)) for p in rec.resumed] == [
+            (parked.plan_id, "running", {"text": "merge it"})
+        ]
+    finally:
+        for service in services:
+            await service.stop()
+
+
+async def test_service_timeouts_remind_then_escalate_and_confirmations_wait(
+    make_store: Callable[[], WaitingStore],
+) -> None:
+    rec = Recorder()
+    now = [T0]
+    service = WaitingService(make_store(), rec.resume, on_timeout=rec.timeout, clock=lambda: now[0])
+    p = await service.wait("acme", "w", "mail:thread:abc:replied", wait_for=timedelta(minutes=10))
+    now[0] = T0 + timedelta(minutes=11)
+    [reminded] = await service.scan_once()
+    assert (reminded.state, reminded.reminders, reminded.expires_at) == ("waiting", 1, now[0] + timedelta(hours=24))
+    now[0] += timedelta(hours=25)
+    [escalated] = await service.scan_once()
+    assert (escalated.state, escalated.gated_by) == ("gated", "timeout")
+    assert rec.timeouts == [(p.plan_id, "remind"), (p.plan_id, "escalate")]
+    confirm = await service.wait("acme", "w", "mail:thread:x:replied", requires_confirmation=True)
+    [held] = await service.on_event("acme", "mail:thread:x:replied", "e1")
+    assert held.state == "gated" and rec.resumed == []
+    assert rec.timeouts[-1] == (confirm.plan_id, "escalate")
+    # a person resumes the held plan; a done plan cannot be cancelled
+    resumed = await service.resume_plan("acme", "w", confirm.plan_id, by="dana")
+    await service.wait_runs([resumed])
+    assert [p.plan_id for p in rec.resumed] == [confirm.plan_id]
+    with pytest.raises(WaitingTransitionError, match="is done"):
+        await service.cancel("acme", "w", confirm.plan_id)
+    cancelled = await service.cancel("acme", "w", (await service.wait("acme", "w", "mail:thread:y:replied")).plan_id)
+    assert cancelled.state == "cancelled"
+    assert await service.on_event("acme", "mail:thread:y:replied", "e2") == []
+    await service.store.aclose()
+
+
+async def test_the_file_index_heals_after_a_crash_between_marker_and_plan(tmp_path: Path) -> None:
+    store = FileWaitingStore(tmp_path)
+    await store.add(plan("kept"))
+    await store.add(plan("lost"))
+    (tmp_path / "tenants/acme/workers/w/runtime/waiting/lost.json").unlink()  # the crash: markers, no plan
+    assert [p.plan_id for p in await store.resume("acme", "github:issue:42:updated", "e", T0)] == ["kept"]
+    index = tmp_path / "tenants/acme/runtime/waiting_index"
+    assert list((index / "keys").rglob("*~*")) == []  # the orphan's key marker went with the event
+    assert await store.expire_due(T0 + timedelta(days=2)) == []
+    assert list(index.rglob("*~*")) == []  # and its expiry marker with the scan
+
+
+async def test_a_sensed_fact_with_a_match_key_wakes_its_plans(tmp_path: Path) -> None:
+    """A webhook body `{"match_key": ...}` lands in the inbox; its item_written event wakes the plan."""
+    from genworker.autonomy.inbox import FileInboxStore, new_item
+
+    bus = InProcessEventBus()
+    inbox = FileInboxStore(tmp_path, bus=bus)
+    rec = Recorder()
+    service = WaitingService(FileWaitingStore(tmp_path), rec.resume, bus=bus, inbox=inbox, clock=lambda: T0)
+    await service.start()
+    try:
+        parked = await service.wait("acme", "w", "github:issue:42:updated")
+        body = {"match_key": "github:issue:42:updated", "action": "edited"}
+        fact = new_item("acme", "w", "webhook", "hooks", "webhook.fact", body)
+        assert await inbox.write(fact)
+        assert await inbox.write(new_item("acme", "w", "webhook", "hooks", "webhook.fact", {"no": "key"}))
+        await asyncio.wait_for(rec.seen.wait(), 10)
+        await bus.close()
+        await service.wait_runs([parked])
+        [resumed] = rec.resumed
+        assert (resumed.plan_id, resumed.event_id) == (parked.plan_id, fact.item_id)  # the fact that woke it
+    finally:
+        await service.stop()
