@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
+import os
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from genworker import cli_keys
+from genworker import cli_chat, cli_keys, cli_local, cli_output, cli_remote
+from genworker.cli_http import CliError
+from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
 from genworker.workspace.errors import Issue
 from genworker.workspace.registry import WorkspaceRegistry
@@ -27,6 +29,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as exc:
         print(f"genworker: configuration error: {exc}", file=sys.stderr)
         return 2
+    except CliError as exc:
+        print(f"genworker: {exc}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        print("genworker: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `genworker ... | head`: the reader left; stay quiet like other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     return code
 
 
@@ -37,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate a workspace and list every problem")
     check.add_argument("--workspace", type=Path, help="workspace folder (default: from settings)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    cli_local.add_progress_arguments(check)
     check.set_defaults(handler=_check)
 
     run = commands.add_parser("run", help="serve the runtime over HTTP")
@@ -45,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--workspace", type=Path, help="workspace folder (default GENWORKER_WORKSPACE)")
     run.set_defaults(handler=_run)
     cli_keys.register(commands)
+    cli_chat.register(commands)
+    cli_remote.register(commands)
+    cli_local.register(commands)
     return parser
 
 
@@ -65,7 +80,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"genworker: workspace folder {settings.workspace} does not exist", file=sys.stderr)
         return 1
     registry = WorkspaceRegistry(settings.workspace)
-    summary = registry.load_all()
+    summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
     issues = registry.issues()
     errors = [i for i in issues if i.severity == "error"]
     if args.json:
@@ -106,9 +121,16 @@ def _run(args: argparse.Namespace) -> int:
     from genworker.api.app import create_app
 
     settings = _settings(args)
-    logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        configure_logging(settings.get("GENWORKER_LOG_FORMAT", "text") or "text", settings.log_level)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
     uvicorn.run(
-        create_app(settings), host=settings.http_host, port=settings.http_port, log_level=settings.log_level.lower()
+        create_app(settings),
+        host=settings.http_host,
+        port=settings.http_port,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # keep configure_logging's handler (JSON lines with GENWORKER_LOG_FORMAT=json)
     )
     return 0
 

@@ -1,0 +1,221 @@
+"""The dashboard in a real browser: Playwright driving Debian's Chromium against the real app (uvicorn,
+the demo workspace, LiteLLM to the scripted model server).
+
+Log in with a key made by the auth store, see the demo workers, approve a pending confirmation from the
+keyboard and see the task run, see a failing block degrade, and check accessibility basics. Screenshots
+go to test-artifacts/dashboard/ (printed). Skips with one line when Playwright or /usr/bin/chromium
+(or $GENWORKER_CHROMIUM) is missing, unless GENWORKER_REQUIRE_BROWSER=1 (CI), which makes that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from genworker.api.app import create_app
+from genworker.auth import ApiKeyStore
+from genworker.settings import load_settings
+from genworker.testing import Reply, ScriptedModelServer, scripted_env
+from genworker.testing.live_server import LiveServer
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("GENWORKER_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(os.environ.get("GENWORKER_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "dashboard"
+GATED = (
+    "---\nduty_id: pay-invoice\ntitle: Pay an approved invoice\ntriggers: [{id: m, type: manual}]\n"
+    "execution_policy: {default: execute}\ncontract: {version: '1', approval: {required: true}}\n"
+    "---\nPay the invoice from Globex.\n"
+)
+WAIT_MS = 15_000
+
+
+def _unusable(reason: str) -> None:
+    if os.environ.get("GENWORKER_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"GENWORKER_REQUIRE_BROWSER=1 but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One Chromium for the module."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unusable("playwright is not installed (pip install playwright)")
+    if not Path(CHROMIUM).is_file():
+        _unusable(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(WAIT_MS)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """The shipped demo workspace, plus one duty that needs a person's yes."""
+    root = tmp_path / "ws"
+    shutil.copytree(ROOT / "workspace", root, ignore=shutil.ignore_patterns("runtime", "tasks", "runs", "auth"))
+    (root / "tenants/demo/workers/assistant/duties/pay-invoice.md").write_text(GATED, encoding="utf-8")
+    return root
+
+
+@contextmanager
+def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
+    configs = tmp_path / "configs"
+    configs.mkdir(exist_ok=True)
+    env = scripted_env(model)
+    with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
+        yield server
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    print(f"screenshot: {path}")
+
+
+def log_in(page: Any, url: str, key: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(url + "/dashboard")
+    field = page.get_by_label("API key")
+    expect(field).to_be_focused()  # the login form is ready to type into
+    page.keyboard.type(key)
+    page.keyboard.press("Enter")
+    expect(page.locator("#main")).to_be_visible()
+    expect(page.locator("body[data-loaded]")).to_have_count(1)
+
+
+def block(page: Any, name: str) -> Any:
+    return page.locator(f'[data-block="{name}"]')
+
+
+def tab_to(page: Any, selector: str, limit: int = 120) -> None:
+    """Press Tab until the element matching `selector` has the focus (keyboard reachability)."""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate("(s) => document.activeElement !== null && document.activeElement.matches(s)", selector):
+            return
+    pytest.fail(f"{selector} is not reachable with the Tab key")
+
+
+A11Y_PROBLEMS = """() => {
+  const problems = [];
+  if (!document.documentElement.lang) problems.push("html has no lang");
+  for (const e of document.querySelectorAll("input, select, textarea")) {
+    const named = e.labels.length > 0 || e.getAttribute("aria-label");
+    if (e.type !== "hidden" && !named) problems.push(`unlabelled ${e.id}`);
+  }
+  for (const b of document.querySelectorAll("button")) {
+    if (!(b.getAttribute("aria-label") || b.textContent).trim()) problems.push("a button without a name");
+    if (b.tabIndex < 0) problems.push(`button ${b.textContent} is not focusable`);
+  }
+  for (const s of document.querySelectorAll("section[aria-labelledby]")) {
+    if (!document.getElementById(s.getAttribute("aria-labelledby"))) problems.push(`section without heading`);
+  }
+  return problems;
+}"""
+
+
+def test_log_in_see_the_demo_workers_and_approve_from_the_keyboard(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    model_server.expect(Reply("Paid the Globex invoice."))
+    key = ApiKeyStore(workspace).create("demo", label="browser test")[1]
+    with serve(tmp_path, workspace, model_server) as server:
+        gated = httpx.post(
+            server.url + "/api/v1/workers/assistant/duties/pay-invoice/run",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+        assert gated.json()["run"]["state"] == "waiting_approval", gated.text
+
+        page.goto(server.url + "/dashboard")
+        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+        assert page.evaluate(A11Y_PROBLEMS) == []
+        shot(page, "01-login")
+        page.get_by_label("API key").fill("gwk_000000000000_" + "x" * 43)
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("alert")).to_contain_text("invalid or revoked")
+
+        page.get_by_label("API key").fill("")
+        log_in(page, server.url, key)
+        expect(page.locator("#tenant")).to_have_text("Tenant demo")
+        expect(page.get_by_label("Worker", exact=True)).to_have_value("assistant")
+        assert page.locator("#worker option").all_inner_texts() == ["analyst", "assistant"]
+        expect(block(page, "workers")).to_contain_text("Iris")
+        expect(block(page, "workers")).to_contain_text("Milo")
+        expect(block(page, "profile")).to_contain_text("Personal assistant to the CEO")
+        expect(block(page, "calendar")).to_contain_text("Morning brief for Dana")
+        expect(block(page, "calendar")).to_contain_text("Times in America/New_York")
+        expect(block(page, "capabilities")).to_contain_text("file_read")
+        expect(block(page, "channels")).to_contain_text("missing_credentials")
+        approve = page.get_by_role("button", name=re.compile(r"^Approve: "))
+        expect(approve).to_have_count(1)
+        assert page.evaluate(A11Y_PROBLEMS) == []
+        shot(page, "02-pending-confirmation")
+
+        tab_to(page, "button.approve")
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("status")).to_contain_text("the task ran: completed")
+        expect(page.get_by_role("status")).to_contain_text("Paid the Globex invoice.")
+        expect(block(page, "pending")).to_contain_text("Nothing waits for a decision.")
+        expect(block(page, "tasks")).to_contain_text("Done (1)")
+        expect(block(page, "runs")).to_contain_text("1 model calls")
+        expect(block(page, "decisions")).to_contain_text("gated")
+        shot(page, "03-approved-and-ran")
+
+        page.get_by_label("Worker", exact=True).select_option("analyst")
+        expect(block(page, "goals")).to_contain_text("KPI baseline")
+        expect(block(page, "goals")).to_contain_text("waits on automate-freshness-check")
+
+        tab_to(page, "#logout")
+        page.keyboard.press("Enter")
+        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+        after = page.request.get(server.url + "/api/v1/workers/assistant/dashboard")
+        assert after.status == 401
+
+
+def test_a_failing_block_degrades_and_the_rest_of_the_page_stays(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    key = ApiKeyStore(workspace).create("demo")[1]
+    with serve(tmp_path, workspace, model_server) as server:
+        log_in(page, server.url, key)
+        expect(block(page, "runs")).to_have_attribute("data-status", "ok")
+        runs = workspace / "tenants/demo/workers/assistant/runs"
+        runs.mkdir(parents=True, exist_ok=True)
+        (runs / "run-broken.json").write_text('{"schema_version": 99}', encoding="utf-8")  # the run store now raises
+        page.get_by_role("button", name="Refresh").click()
+        expect(block(page, "runs")).to_have_attribute("data-status", "error")
+        expect(block(page, "runs")).to_contain_text("Failed:")
+        expect(block(page, "tasks")).to_have_attribute("data-status", "error")
+        for healthy in ("profile", "calendar", "goals", "capabilities", "pending"):
+            expect(block(page, healthy)).to_have_attribute("data-status", "ok")
+        expect(block(page, "calendar")).to_contain_text("Morning brief for Dana")
+        shot(page, "04-degraded-block")
