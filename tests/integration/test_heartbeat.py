@@ -12,6 +12,8 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,6 +25,7 @@ from genworker.autonomy.heartbeat import (
     HEARTBEAT_NAME,
     TOPIC_COMPLETED,
     TOPIC_REPORTED,
+    Dismiss,
     HeartbeatFileError,
     HeartbeatReport,
     Reported,
@@ -35,7 +38,7 @@ from genworker.conversation import main_session_id
 from genworker.events import Event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing import Reply, ScriptedModelServer, scripted_env
 
 T = TypeVar("T")
 
@@ -56,14 +59,7 @@ def running(
     tmp_path: Path, workspace: Path, model: ScriptedModelServer, **env: str
 ) -> Iterator[tuple[TestClient, Runtime]]:
     (tmp_path / "configs").mkdir(exist_ok=True)
-    values = {
-        "GENWORKER_LLM_MODEL": "openai/scripted",
-        "GENWORKER_LLM_API_BASE": model.base_url,
-        "GENWORKER_LLM_API_KEY": "k",
-        "GENWORKER_HOT_RELOAD": "false",
-        "GENWORKER_HEARTBEAT_ENABLED": "false",
-        **env,
-    }
+    values = scripted_env(model, **env)
     with TestClient(create_app(load_settings(tmp_path / "configs", values, workspace=workspace))) as client:
         yield client, client.app.state.runtime  # type: ignore[attr-defined]
 
@@ -167,6 +163,45 @@ def test_nothing_to_report_is_consumed_in_silence(
     assert meta["schema_version"] == 1 and meta["counters"]["silent"] == 1 and meta["counters"]["reports"] == 0
     assert meta["cursor"]["last_item_id"] == item.item_id and meta["open_concerns"] == []
     assert meta["main_session_key"] == "alice.main"
+
+
+def test_consumed_items_past_their_retention_are_purged_by_the_heartbeat(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply(SILENT))
+    with running(tmp_path, workspace, model_server, GENWORKER_INBOX_RETENTION_S="60") as (client, runtime):
+        old, recent = fact({"title": "old news"}), fact({"title": "fresh news"})
+        write(client, runtime, replace(old, created_at=old.created_at - timedelta(minutes=5)))
+        heartbeat(client, runtime)  # consumes it; the purge at its end is the first: it runs
+        assert items_in(client, runtime, InboxState.CONSUMED) == []  # consumed and past retention: gone
+        assert runtime.heartbeat is not None
+        runner = runtime.heartbeat.runner
+        runner.settings = replace(runner.settings, purge_every=timedelta(0))
+        write(client, runtime, recent)
+        model_server.expect(Reply(SILENT))
+        heartbeat(client, runtime)
+        assert [i.item_id for i in items_in(client, runtime, InboxState.CONSUMED)] == [recent.item_id]  # kept
+
+
+class DismissAll:
+    def decide_action(self, item: InboxItem, config: Any) -> Dismiss:
+        return Dismiss("informational")
+
+
+def test_a_dismissed_item_is_consumed_without_a_model_call(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.heartbeat is not None
+        runtime.heartbeat.runner.strategy = DismissAll()
+        item = fact({"title": "build 41 green"})
+        write(client, runtime, item)
+        report = heartbeat(client, runtime)
+        assert [(r.action, r.outcome, r.reason) for r in report.items] == [("dismiss", "dismissed", "informational")]
+        assert report.model_turns == 0 and report.summary is None
+        assert [i.item_id for i in items_in(client, runtime, InboxState.CONSUMED)] == [item.item_id]
+        assert main_messages(client, runtime) == []
+    assert model_server.requests == []
 
 
 def test_attention_puts_one_message_in_the_main_session(

@@ -214,6 +214,27 @@ async def test_a_consumed_item_still_holds_its_dedupe_key(backend: Backend) -> N
     assert await backend.store.write(item(2, dedupe_key="once")) is False
 
 
+async def test_consume_many_writes_together_and_reports_each_item(backend: Backend) -> None:
+    agg = backend.aggregate()
+    values = [item(n) for n in range(5)]
+    for value in values:
+        await backend.store.write(value)
+    mine = await agg.claim("acme", "alice", "r1", limit=4)
+    (theirs,) = await agg.claim("acme", "alice", "r2", limit=1)
+    already = await agg.consume(mine[3], "r1")
+    stale = replace(mine[1], version=mine[1].version - 1)  # an old copy: the one-by-one path decides
+    results = await agg.consume_many([mine[0], stale, already, theirs, mine[2]], "r1")
+    kinds = [type(r).__name__ for r in results]
+    assert kinds == ["InboxItem", "InboxItem", "InboxItem", "StaleLeaseError", "InboxItem"]
+    consumed = {i.item_id for i in await backend.store.list("acme", "alice", InboxState.CONSUMED)}
+    assert consumed == {v.item_id for v in mine}
+    assert (await backend.store.get("acme", "alice", theirs.item_id)).state is InboxState.PROCESSING  # type: ignore[union-attr]
+    assert (await backend.topics()).count("inbox.item_consumed") == 4  # one event per change, none twice
+    assert await agg.consume_many([], "r1") == []
+    with pytest.raises(ValueError):
+        await backend.store.compare_and_set_many([(mine[0], 1), (mine[0], 1)])
+
+
 async def test_purge_deletes_old_consumed_items_only(backend: Backend) -> None:
     agg = backend.aggregate(max_attempts=1)
     old = [item(n, dedupe_key=f"k{n}") for n in range(3)]

@@ -66,6 +66,7 @@ from genworker.autonomy.heartbeat.service import HeartbeatService
 from genworker.autonomy.heartbeat.strategy import (
     Decision,
     DefaultHeartbeatStrategy,
+    Dismiss,
     HeartbeatStrategy,
     RunIsolated,
     SubmitTask,
@@ -91,6 +92,7 @@ __all__ = [
     "AttentionLedger",
     "Decision",
     "DefaultHeartbeatStrategy",
+    "Dismiss",
     "HeartbeatAnswer",
     "HeartbeatError",
     "HeartbeatFileError",

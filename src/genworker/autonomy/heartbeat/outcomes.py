@@ -18,8 +18,8 @@ __all__ = [
     "summary_json",
 ]
 
-ItemAction = Literal["summary", "task", "isolated", "duplicate"]
-ItemOutcome = Literal["reported", "silent", "submitted", "duplicate", "failed"]
+ItemAction = Literal["summary", "task", "isolated", "duplicate", "dismiss"]
+ItemOutcome = Literal["reported", "silent", "submitted", "duplicate", "dismissed", "failed"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,6 +45,7 @@ from genworker.autonomy.heartbeat.meta import (
 )
 from genworker.autonomy.heartbeat.outcomes import (
     HeartbeatReport,
+    ItemAction,
     ItemOutcome,
     ItemResult,
     Reported,
@@ -55,6 +56,7 @@ from genworker.autonomy.heartbeat.outcomes import (
 from genworker.autonomy.heartbeat.prompts import isolated_prompt, summary_prompt, task_prompt, title_of
 from genworker.autonomy.heartbeat.strategy import (
     DefaultHeartbeatStrategy,
+    Dismiss,
     HeartbeatStrategy,
     RunIsolated,
     SubmitTask,
@@ -62,6 +64,7 @@ from genworker.autonomy.heartbeat.strategy import (
 )
 from genworker.autonomy.inbox import InboxAggregate, InboxError, InboxItem
 from genworker.events import EventBus, EventBusError, new_event
+from genworker.observability.metrics import record_heartbeat
 from genworker.worker.context.tokens import truncate_tokens
 from genworker.worker.governance.models import SourceType
 from genworker.worker.router import RouteAccepted, RouteDone, RouteError, RouteRequest, RouterEvent, WorkerRouter
@@ -124,6 +127,7 @@ class HeartbeatRunner:
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._matcher = SkillMatcher()
+        self._purged: dict[tuple[str, str], datetime] = {}
 
     # -- one heartbeat -----------------------------------------------------------------
 
@@ -138,13 +142,33 @@ class HeartbeatRunner:
                 tenant_id, worker_id, self.owner, limit=self.settings.batch_size, lease_s=self.settings.lease_s
             )
             if not items:
+                record_heartbeat("silent")
+                await self._purge(tenant_id, worker_id, started)
                 return HeartbeatReport(tenant_id, worker_id, started)
             try:
-                return await self._process(worker, items, started)
+                report = await self._process(worker, items, started)
             except Exception as exc:  # e.g. an unreadable ledger: say why on the items, not only in the log
+                record_heartbeat("failed")
                 for item in items:
                     await self._fail(item, f"heartbeat failed: {type(exc).__name__}: {exc}", retry=True, quiet=True)
                 raise
+            record_heartbeat(_metric_outcome(report))
+            await self._purge(tenant_id, worker_id, started)
+            return report
+
+    async def _purge(self, tenant_id: str, worker_id: str, now: datetime) -> None:
+        """Consumed items past their retention go, at most once per `purge_every` per worker."""
+        last = self._purged.get((tenant_id, worker_id))
+        if last is not None and now - last < self.settings.purge_every:
+            return
+        self._purged[(tenant_id, worker_id)] = now
+        try:
+            purged = await self.inbox.purge_consumed(tenant_id, worker_id, self.settings.inbox_retention)
+        except Exception:  # housekeeping never fails a heartbeat
+            log.exception("[Heartbeat] %s/%s: purging consumed inbox items failed", tenant_id, worker_id)
+            return
+        if purged:
+            log.info("[Heartbeat] %s/%s: purged %d consumed inbox items", tenant_id, worker_id, purged)
 
     async def _process(self, worker: Worker, items: Sequence[InboxItem], started: datetime) -> HeartbeatReport:
         claims = [_Claim(item, concern_of(item)) for item in items]
@@ -154,10 +178,12 @@ class HeartbeatRunner:
         results: dict[str, ItemResult] = {}
         summarise: list[tuple[_Claim, Summarize]] = []
         started_runs: list[TaskRef] = []
+        quiet: list[tuple[_Claim, ItemAction, ItemOutcome, str]] = []  # consumed together, no model call
         for claim, admission in zip(claims, admissions, strict=True):
             match admission:
                 case AlreadySeen(entry=entry):
-                    results[claim.item.item_id] = await self._duplicate(claim, entry.item_id)
+                    reason = f"concern already taken up by {entry.item_id} within the attention window"
+                    quiet.append((claim, "duplicate", "duplicate", reason))
                     continue
                 case Admitted():
                     pass
@@ -171,8 +197,14 @@ class HeartbeatRunner:
                     result, ref = await self._start(worker, claim, decision)
                     results[claim.item.item_id] = result
                     started_runs.extend([ref] if ref is not None else [])
+                case Dismiss(reason=reason):
+                    quiet.append((claim, "dismiss", "dismissed", reason))
                 case _:
                     assert_never(decision)
+        errors = await self._consume_many([c.item for c, _, _, _ in quiet])
+        for (claim, action, outcome, reason), error in zip(quiet, errors, strict=True):
+            item_id = claim.item.item_id
+            results[item_id] = ItemResult(item_id, claim.concern, action, outcome, reason, error=error)
         summary: SummaryOutcome | None = None
         if summarise:
             summary = await self._summarize(worker, [c for c, _ in summarise], started)
@@ -182,13 +214,6 @@ class HeartbeatRunner:
         report = HeartbeatReport(worker.tenant_id, worker.worker_id, started, len(items), ordered, summary)
         await self._record(report, claims, started_runs)
         return report
-
-    # -- duplicates --------------------------------------------------------------------
-
-    async def _duplicate(self, claim: _Claim, first_item_id: str) -> ItemResult:
-        reason = f"concern already taken up by {first_item_id} within the attention window"
-        error = await self._consume(claim.item)
-        return ItemResult(claim.item.item_id, claim.concern, "duplicate", "duplicate", reason, error=error)
 
     # -- the summary turn ----------------------------------------------------------------
 
@@ -243,8 +268,8 @@ class HeartbeatRunner:
         match summary:
             case Reported(run_id=run_id) | Silent(run_id=run_id):
                 outcome: ItemOutcome = "reported" if isinstance(summary, Reported) else "silent"
-                for claim, decision in summarised:
-                    error = await self._consume(claim.item)
+                errors = await self._consume_many([claim.item for claim, _ in summarised])
+                for (claim, decision), error in zip(summarised, errors, strict=True):
                     results.append(_summary_result(claim, decision, outcome, run_id, error))
                 done = Settlement("summary", outcome, run_id)
                 await self.ledger.settle(worker.tenant_id, worker.worker_id, {c.concern: done for c, _ in summarised})
@@ -457,6 +482,19 @@ class HeartbeatRunner:
             return str(exc)
         return None
 
+    async def _consume_many(self, items: Sequence[InboxItem]) -> list[str | None]:
+        """Consume items together (one flush); per item None, or why it could not be consumed."""
+        if not items:
+            return []
+        errors: list[str | None] = []
+        for item, result in zip(items, await self.inbox.consume_many(items, self.owner), strict=True):
+            if isinstance(result, InboxError):  # the lease was lost: another runner has the item now
+                log.warning("[Heartbeat] could not consume %s: %s", item.item_id, result)
+                errors.append(str(result))
+            else:
+                errors.append(None)
+        return errors
+
     async def _fail(self, item: InboxItem, error: str, *, retry: bool, quiet: bool = False) -> None:
         try:
             await self.inbox.fail(item, self.owner, error, retry=retry)
@@ -485,6 +523,13 @@ async def _route_to_end(stream: AsyncIterator[RouterEvent]) -> RouteDone:
     if done is None:
         raise RuntimeError("the router ended without a result")
     return done
+
+
+def _metric_outcome(report: HeartbeatReport) -> Literal["ran", "silent", "failed"]:
+    outcomes = {r.outcome for r in report.items}
+    if outcomes & {"reported", "submitted"}:
+        return "ran"
+    return "failed" if "failed" in outcomes else "silent"
 
 
 def _summary_result(

@@ -35,6 +35,7 @@ __all__ = [
     "ROUTE_TASK",
     "Decision",
     "DefaultHeartbeatStrategy",
+    "Dismiss",
     "HeartbeatStrategy",
     "RunIsolated",
     "SubmitTask",
@@ -72,7 +73,14 @@ class RunIsolated:
     preferred_skill_ids: tuple[str, ...] = ()
 
 
-Decision = Summarize | SubmitTask | RunIsolated
+@dataclass(frozen=True, slots=True)
+class Dismiss:
+    """Nothing to do: consume the item quietly — no model call, no message, no run."""
+
+    reason: str
+
+
+Decision = Summarize | SubmitTask | RunIsolated | Dismiss
 
 
 class HeartbeatStrategy(Protocol):

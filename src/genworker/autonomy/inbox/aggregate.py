@@ -16,7 +16,8 @@ reloads and checks again. Each applied change publishes an ``inbox.*`` event.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -24,6 +25,7 @@ from typing import Any, Final
 
 from genworker.autonomy.inbox.errors import (
     InboxConflictError,
+    InboxError,
     InboxItemNotFoundError,
     InvalidTransitionError,
     StaleLeaseError,
@@ -39,8 +41,21 @@ from genworker.autonomy.inbox.topics import (
     publish_quietly,
 )
 from genworker.events import EventBus
+from genworker.observability.logging import log_decision
+from genworker.observability.metrics import record_dead_letter
 
 __all__ = ["DEFAULT_LEASE_S", "DEFAULT_MAX_ATTEMPTS", "InboxAggregate", "RetryDelay", "exponential_backoff"]
+
+log = logging.getLogger("genworker.inbox")
+
+
+def _dead_lettered(item: InboxItem, error: str) -> None:
+    record_dead_letter()
+    log_decision(
+        log, "inbox.dead_letter", "dead", tenant_id=item.tenant_id, worker_id=item.worker_id,
+        item_id=item.item_id, attempts=item.attempts, error=error,
+    )  # fmt: skip
+
 
 DEFAULT_MAX_ATTEMPTS: Final = 5
 DEFAULT_LEASE_S: Final = 300.0
@@ -115,6 +130,7 @@ class InboxAggregate:
             error = f"delivered {item.attempts - 1} times without a result; {item.last_error or 'no error recorded'}"
             dead, changed = await self._apply(item, partial(self._dead_step, owner=owner, error=error))
             if changed:
+                _dead_lettered(dead, error)
                 await self._publish(ITEM_DEAD, dead, owner=owner)
         return tuple(ready)
 
@@ -131,6 +147,30 @@ class InboxAggregate:
         if changed:
             await self._publish(ITEM_CONSUMED, consumed, owner=owner)
         return consumed
+
+    async def consume_many(self, items: Sequence[InboxItem], owner: str) -> list[InboxItem | InboxError]:
+        """`consume` for several items of one worker, written together (one lock and one flush on the
+        file backend). A result per item, in order: the consumed item, or the error `consume` would
+        have raised (StaleLeaseError when `owner` no longer holds it)."""
+        results: list[InboxItem | InboxError | None] = [None] * len(items)
+        batch: list[tuple[int, InboxItem]] = []
+        for index, item in enumerate(items):
+            if item.state is InboxState.CONSUMED and item.lease_owner == owner:
+                results[index] = item
+            elif item.state is InboxState.PROCESSING and item.lease_owner == owner:
+                batch.append((index, replace(item, state=InboxState.CONSUMED, lease_expires_at=None, retry_at=None)))
+        stored = await self._store.compare_and_set_many([(new, items[i].version) for i, new in batch]) if batch else []
+        for (index, _), done in zip(batch, stored, strict=True):
+            if done is not None:
+                results[index] = done
+                await self._publish(ITEM_CONSUMED, done, owner=owner)
+        for index, item in enumerate(items):
+            if results[index] is None:  # changed since the caller read it: the one-by-one path decides
+                try:
+                    results[index] = await self.consume(item, owner)
+                except InboxError as exc:
+                    results[index] = exc
+        return [r for r in results if r is not None]
 
     async def fail(self, item: InboxItem, owner: str, error: str, *, retry: bool = True) -> InboxItem:
         """Record a failed attempt: FAILED until a retry delay has passed, or DEAD when the attempts
@@ -150,8 +190,10 @@ class InboxAggregate:
                 last_error=error,
             )
 
-        failed, _ = await self._apply(item, step)
+        failed, changed = await self._apply(item, step)
         if failed.state is InboxState.DEAD:
+            if changed:
+                _dead_lettered(failed, error)
             await self._publish(ITEM_DEAD, failed, owner=owner, error=error)
         else:
             retry_at = iso(failed.retry_at) if failed.retry_at else None

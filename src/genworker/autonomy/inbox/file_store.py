@@ -30,7 +30,7 @@ import os
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,6 +43,7 @@ from genworker.autonomy.inbox.group_commit import GroupCommit, Request
 from genworker.autonomy.inbox.models import InboxItem, InboxState
 from genworker.autonomy.inbox.store import (
     DEFAULT_LIST_LIMIT,
+    check_batch,
     check_claim_args,
     check_list_args,
     check_new_item,
@@ -179,6 +180,12 @@ class FileInboxStore:
     async def compare_and_set(self, item: InboxItem, expected_version: int) -> InboxItem | None:
         return await asyncio.to_thread(self._compare_and_set, item, expected_version)
 
+    async def compare_and_set_many(self, changes: Sequence[tuple[InboxItem, int]]) -> builtins.list[InboxItem | None]:
+        if not changes:
+            return []
+        check_batch(changes)
+        return await asyncio.to_thread(self._compare_and_set_many, changes)
+
     async def delete_consumed(self, tenant_id: str, worker_id: str, *, before: datetime, limit: int = 1000) -> int:
         if limit < 1:
             raise ValueError("limit must be 1 or more")
@@ -288,12 +295,13 @@ class FileInboxStore:
         with _locked(folder, exclusive=True):
             now = self._clock()
             try:
+                moves: builtins.list[tuple[Path, InboxItem]] = []
                 for path, item in self._claimable(folder, tenant_id, worker_id, now, touched):
-                    new = claimed(item, owner, now, lease_s)
-                    touched |= _move(path, folder, new)
-                    taken.append(new)
-                    if len(taken) >= limit:
+                    moves.append((path, claimed(item, owner, now, lease_s)))
+                    if len(moves) >= limit:
                         break
+                touched |= _move_many(folder, moves)
+                taken = [item for _, item in moves]
             except BaseException:
                 self._views.pop(folder, None)
                 raise
@@ -376,6 +384,24 @@ class FileInboxStore:
             stored = with_state_of(current, item, expected_version + 1)
             _fsync_dirs(_move(path, folder, stored))
         return stored
+
+    def _compare_and_set_many(self, changes: Sequence[tuple[InboxItem, int]]) -> builtins.list[InboxItem | None]:
+        first = changes[0][0]
+        folder = self.inbox_dir(first.tenant_id, first.worker_id)
+        results: builtins.list[InboxItem | None] = [None] * len(changes)
+        with _locked(folder, exclusive=True):
+            plans: builtins.list[tuple[int, Path, InboxItem]] = []
+            for index, (item, expected) in enumerate(changes):
+                path = _locate(folder, _file_name(item))
+                if path is None:
+                    continue
+                current = self._read(path, item.tenant_id, item.worker_id)
+                if current.version == expected and current.item_id == item.item_id:
+                    plans.append((index, path, with_state_of(current, item, expected + 1)))
+            _fsync_dirs(_move_many(folder, [(path, stored) for _, path, stored in plans]))
+        for index, _, stored in plans:
+            results[index] = stored
+        return results
 
     def _read(self, path: Path, tenant_id: str, worker_id: str) -> InboxItem:
         item = check_owner(decode_item(path.read_bytes(), str(path)), tenant_id, worker_id, str(path))
@@ -493,6 +519,28 @@ def _move(path: Path, folder: Path, item: InboxItem, *, rewrite: bool = True) ->
     if item.state is InboxState.PENDING:
         _bump_generation(folder)
     return {path.parent, target.parent}
+
+
+def _move_many(folder: Path, moves: Sequence[tuple[Path, InboxItem]]) -> set[Path]:
+    """`_move` for several items: their new contents are written to temp files and fsynced in
+    parallel (the filesystem merges the flushes), then each replaces its file and is renamed into its
+    state's folder. Each file is always whole; the caller fsyncs the folders returned."""
+    staged: builtins.list[tuple[Path, InboxItem, Path]] = []
+    try:
+        for path, item in moves:
+            tmp, _ = _temp_file(path, encode_item(item, indent=2))
+            staged.append((path, item, tmp))
+        for future in [_FSYNC_POOL.submit(_fsync_file, tmp) for _, _, tmp in staged]:
+            future.result()
+    except BaseException:
+        for _, _, tmp in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    touched: set[Path] = set()
+    for path, item, tmp in staged:
+        tmp.replace(path)
+        touched |= _move(path, folder, item, rewrite=False)
+    return touched
 
 
 def _read_generation(folder: Path) -> str:

@@ -17,6 +17,7 @@ process sharing an inbox needs a synchronised clock, and tests can move time.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from genworker.autonomy.inbox.models import SCHEMA_VERSION, InboxItem, InboxStat
 from genworker.autonomy.inbox.store import (
     DEFAULT_LIST_LIMIT,
     STATE_FIELDS,
+    check_batch,
     check_claim_args,
     check_list_args,
     check_new_item,
@@ -270,6 +272,9 @@ class RedisInboxStore:
         return tuple(taken)
 
     async def compare_and_set(self, item: InboxItem, expected_version: int) -> InboxItem | None:
+        return await self._swap(item, expected_version)
+
+    async def _swap(self, item: InboxItem, expected_version: int) -> InboxItem | None:
         base = self._base(item.tenant_id, item.worker_id)
         key = self.key_of(item.tenant_id, item.worker_id, item.item_id)
         state = _state_fields(item)
@@ -286,6 +291,13 @@ class RedisInboxStore:
             return None
         row = dict(zip(result[::2], result[1::2], strict=True))
         return _decode(row, item.tenant_id, item.worker_id, key)
+
+    async def compare_and_set_many(self, changes: Sequence[tuple[InboxItem, int]]) -> builtins.list[InboxItem | None]:
+        """One script call per item: Redis applies each atomically; there is no flush to share."""
+        if not changes:
+            return []
+        check_batch(changes)
+        return [await self._swap(item, expected) for item, expected in changes]
 
     async def delete_consumed(self, tenant_id: str, worker_id: str, *, before: datetime, limit: int = 1000) -> int:
         if limit < 1:

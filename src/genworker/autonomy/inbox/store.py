@@ -6,7 +6,8 @@ item state and are called only by `InboxAggregate` (tests/structural/test_inbox_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import builtins
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Final, Protocol
@@ -72,6 +73,10 @@ class InboxStore(Protocol):
         `owner` until now + `lease_s`, adding one to `attempts`. Claimable: PENDING, PROCESSING whose
         lease has expired (a crashed runner's), FAILED whose `retry_at` has passed. No item is ever
         handed to two claimants whose leases overlap, across tasks and processes."""
+
+    async def compare_and_set_many(self, changes: Sequence[tuple[InboxItem, int]]) -> builtins.list[InboxItem | None]:
+        """`compare_and_set` for several items of one worker at once (one lock, the files flushed
+        together); a result per change, in order. Item ids must be distinct."""
 
     async def delete_consumed(self, tenant_id: str, worker_id: str, *, before: datetime, limit: int = 1000) -> int:
         """Delete up to `limit` CONSUMED items created before `before`, oldest first, with their dedupe
@@ -159,6 +164,15 @@ def with_state_of(stored: InboxItem, new: InboxItem, version: int) -> InboxItem:
     """`stored` with the state fields of `new`: a compare-and-set never rewrites what was sensed."""
     changes = {name: getattr(new, name) for name in STATE_FIELDS}
     return replace(stored, **changes, version=version)
+
+
+def check_batch(changes: Sequence[tuple[InboxItem, int]]) -> None:
+    """A compare_and_set_many batch: items of one worker, each at most once."""
+    first = changes[0][0]
+    if any((i.tenant_id, i.worker_id) != (first.tenant_id, first.worker_id) for i, _ in changes):
+        raise ValueError("compare_and_set_many takes items of one worker")
+    if len({i.item_id for i, _ in changes}) != len(changes):
+        raise ValueError("compare_and_set_many takes each item at most once")
 
 
 def check_claim_args(owner: str, limit: int, lease_s: float) -> None:
