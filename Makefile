@@ -32,6 +32,9 @@ bench: $(STAMP)  ## workspace load/reload, then ReAct engine overhead (docs/benc
 	$(PY) bench/chat_http.py
 	$(PY) bench/inbox.py
 	$(PY) bench/webhook.py
+	$(PY) bench/channels_ingest.py
+	$(PY) bench/waiting.py
+	$(PY) bench/memory.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info

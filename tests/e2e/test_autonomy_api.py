@@ -19,7 +19,7 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxItem, new_item
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing import Reply, ScriptedModelServer, scripted_env
 from genworker.testing.live_server import LiveServer
 
 SILENT = '{"attention": false, "message": ""}'
@@ -34,13 +34,7 @@ def workspace(small_workspace: Callable[..., Path]) -> Path:
 def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
     configs = tmp_path / "configs"
     configs.mkdir(exist_ok=True)
-    env = {
-        "GENWORKER_LLM_MODEL": "openai/scripted",
-        "GENWORKER_LLM_API_BASE": model.base_url,
-        "GENWORKER_LLM_API_KEY": "k",
-        "GENWORKER_HOT_RELOAD": "false",
-        "GENWORKER_HEARTBEAT_ENABLED": "false",
-    }
+    env = scripted_env(model)
     with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
         yield server
 

@@ -19,7 +19,7 @@ from pydantic import TypeAdapter
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.settings import load_settings
-from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply
+from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, scripted_env
 from genworker.testing.live_server import LiveServer
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.task import RunRef, RunState, TaskManifest
@@ -36,12 +36,7 @@ def workspace(small_workspace: Callable[..., Path]) -> Path:
 def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
     configs = tmp_path / "configs"
     configs.mkdir(exist_ok=True)
-    env = {
-        "GENWORKER_LLM_MODEL": "openai/scripted",
-        "GENWORKER_LLM_API_BASE": model.base_url,
-        "GENWORKER_LLM_API_KEY": "k",
-        "GENWORKER_HOT_RELOAD": "false",
-    }
+    env = scripted_env(model, GENWORKER_HEARTBEAT_ENABLED="true")
     with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
         yield server
 

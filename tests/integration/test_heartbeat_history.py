@@ -23,7 +23,7 @@ from genworker.autonomy.heartbeat import (
 from genworker.autonomy.inbox import new_item
 from genworker.conversation import main_session_id
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing import Reply, ScriptedModelServer, scripted_env
 from genworker.worker.context.tokens import count_tokens
 
 HEARTBEATS = 200
@@ -54,13 +54,7 @@ def test_two_hundred_heartbeats_keep_the_prompt_and_the_state_flat(
 ) -> None:
     workspace = small_workspace({"acme": ["alice"]})
     (tmp_path / "configs").mkdir()
-    env = {
-        "GENWORKER_LLM_MODEL": "openai/scripted",
-        "GENWORKER_LLM_API_BASE": model_server.base_url,
-        "GENWORKER_LLM_API_KEY": "k",
-        "GENWORKER_HOT_RELOAD": "false",
-        "GENWORKER_HEARTBEAT_ENABLED": "false",
-    }
+    env = scripted_env(model_server)
     worker_dir = workspace / "tenants/acme/workers/alice"
     session_file = workspace / "tenants/acme/sessions" / f"{main_session_id('alice')}.json"
     ledger_file = worker_dir / "runtime/attention_ledger.json"

@@ -24,7 +24,7 @@ from genworker.conversation import main_session_id
 from genworker.events import Event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing import Reply, ScriptedModelServer, scripted_env
 from genworker.worker.task import RunRecord, RunRef
 
 T = TypeVar("T")
@@ -58,13 +58,7 @@ def workspace(small_workspace: Callable[..., Path]) -> Path:
 @contextmanager
 def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[tuple[TestClient, Runtime]]:
     (tmp_path / "configs").mkdir(exist_ok=True)
-    env = {
-        "GENWORKER_LLM_MODEL": "openai/scripted",
-        "GENWORKER_LLM_API_BASE": model.base_url,
-        "GENWORKER_LLM_API_KEY": "k",
-        "GENWORKER_HOT_RELOAD": "false",
-        "GENWORKER_HEARTBEAT_ENABLED": "false",
-    }
+    env = scripted_env(model)
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
         yield client, client.app.state.runtime  # type: ignore[attr-defined]
 

@@ -12,7 +12,28 @@ from fastapi import FastAPI
 from genworker import __version__
 from genworker.api.auth import install_cors
 from genworker.api.errors import install_error_handlers
-from genworker.api.routes import autonomy, chat, debug, duties, health, openai_compat, ops, runs, webhook
+from genworker.api.routes import (
+    autonomy,
+    chat,
+    dashboard,
+    debug,
+    duties,
+    health,
+    openai_compat,
+    ops,
+    runs,
+    webhook,
+    worker_metrics,
+)
+from genworker.api.routes import briefs as brief_routes
+from genworker.api.routes import channels as channel_routes
+from genworker.api.routes import confirmations as confirmation_routes
+from genworker.api.routes import goals as goal_routes
+from genworker.api.routes import im_config as im_config_routes
+from genworker.api.routes import metrics as metrics_routes
+from genworker.api.routes import suggestions as suggestion_routes
+from genworker.api.routes import waiting as waiting_routes
+from genworker.observability.request_id import RequestIdMiddleware
 from genworker.runtime.composition import build_runtime
 from genworker.settings import Settings, load_settings
 
@@ -44,8 +65,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(chat.router)
     app.include_router(openai_compat.router)
     app.include_router(runs.router)
+    app.include_router(confirmation_routes.router)
+    app.include_router(goal_routes.router)
+    app.include_router(suggestion_routes.router)
     app.include_router(ops.router)
     app.include_router(autonomy.router)
     app.include_router(duties.router)
+    app.include_router(worker_metrics.router)
     app.include_router(webhook.router)
+    app.include_router(channel_routes.router)
+    app.include_router(im_config_routes.router)
+    app.include_router(dashboard.router)
+    app.include_router(metrics_routes.router)
+    app.include_router(brief_routes.router)
+    app.include_router(waiting_routes.router)
+    app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     return app

@@ -16,6 +16,7 @@ from starlette.middleware.cors import CORSMiddleware
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
 from genworker.auth import ApiKeyStore, Principal
+from genworker.dashboard.session import session_principal
 from genworker.ids import InvalidIdError, validate_id
 
 __all__ = ["get_api_keys", "install_cors", "principal_worker", "require_principal", "worker_not_found"]
@@ -37,12 +38,17 @@ def get_api_keys(request: Request) -> ApiKeyStore:
 
 
 def require_principal(request: Request) -> Principal:
-    """The caller's principal from `Authorization: Bearer <key>`; 401 otherwise.
+    """The caller's principal from `Authorization: Bearer <key>`, else from the dashboard's session
+    cookie (state changes then need its CSRF header); 401 otherwise.
 
     A sync dependency on purpose: verifying may read a key file, so it runs in the threadpool.
     """
     header = request.headers.get("authorization")
     if not header:
+        from_cookie = session_principal(request, get_api_keys(request))
+        if from_cookie is not None:
+            request.state.principal = from_cookie
+            return from_cookie
         raise _unauthorized(f"missing API key: {_BEARER_HINT}")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

@@ -20,6 +20,7 @@ from genworker.engine.react import ReactLoop, initial_messages
 from genworker.engine.workflow import StepFailed, WorkflowEngine
 from genworker.llm.client import recording
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError
+from genworker.observability.logging import bind
 from genworker.workspace.models.skill import StrategyMode
 
 __all__ = ["AVAILABLE_MODES", "EngineDispatcher"]
@@ -32,7 +33,8 @@ class EngineDispatcher:
         self.deps = deps
 
     async def run(self, req: EngineRequest, emit: Emit) -> RunResult:
-        with recording() as calls:
+        scope = req.scope
+        with recording() as calls, bind(tenant_id=scope.tenant_id, worker_id=scope.worker_id, run_id=req.run_id):
             result = await self._run(req, emit)
         return replace(result, llm_calls=tuple(calls))
 

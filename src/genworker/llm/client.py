@@ -22,6 +22,7 @@ from genworker.llm.config_source import ModelConfig, ModelConfigState
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
 from genworker.llm.intent import LLMCallIntent, Tier
 from genworker.llm.routing_policy import TableRoutingPolicy
+from genworker.observability.metrics import record_llm_call
 
 __all__ = [
     "Completion",
@@ -293,12 +294,28 @@ class LLMClient:
             stream=True,
             error=error,
         )
+        record_llm_call(
+            record.tier,
+            _configured_model(self.config, group),
+            record.latency_ms / 1000,
+            ok=error is None,
+            tokens=record.prompt_tokens + record.completion_tokens,
+            cost=cost or 0.0,
+        )
         if self.recorder is not None:
             self.recorder(record)
         calls = _RECORDING.get()
         if calls is not None:
             calls.append(record)
         return record
+
+
+def _configured_model(config: ModelConfig, group: str) -> str:
+    """The group's configured model (the first deployment's), a stable metrics label."""
+    for entry in config.model_list:
+        if entry.get("model_name") == group:
+            return str(entry.get("litellm_params", {}).get("model") or group)
+    return group
 
 
 _UNPRICED: set[str] = set()

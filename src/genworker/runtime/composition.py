@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -20,18 +20,35 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, route_through
+from genworker.autonomy.briefs import BriefService, BriefStore, ChannelBriefSink, done_runs
+from genworker.autonomy.command_backend import AutonomyCommandBackend
+from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
+from genworker.autonomy.goals import GoalAggregate, GoalProgressChecker, GoalProgressProjector
+from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
 from genworker.autonomy.heartbeat import HeartbeatService, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
 from genworker.autonomy.sensing import SensorRegistry
+from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
+from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, WaitingService, WaitingStore
+from genworker.autonomy.waiting.resume import registry_policy, resume_through, scan_interval, timeout_to_brief
+from genworker.channels.email import EmailPolling
+from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
+from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
+from genworker.memory import MemoryConfig, MemoryService
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.tools import ToolRuntime
 from genworker.settings import Settings
-from genworker.worker.confirmations import ConfirmationStore
+from genworker.worker.confirmations import (
+    ConfirmationReminders,
+    ConfirmationStore,
+    InboxConfirmationNotifier,
+    cancel_waiting_run,
+    through_briefs,
+)
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
@@ -65,7 +82,15 @@ class Runtime:
     heartbeat: HeartbeatService | None = None
     sensors: SensorRegistry | None = None
     duties: DutyScheduler | None = None
-    metrics: MetricSource | None = None  # what condition triggers read; none: they never fire
+    metrics: MetricSource | None = None  # what condition triggers read (default: WorkerMetrics)
+    goals: GoalAggregate | None = None  # goals / suggestions / confirmations lifecycle (build_lifecycle)
+    suggestions: SuggestionAggregate | None = None
+    feedback: FeedbackStore | None = None
+    lifecycle: LifecycleJobs | None = None
+    command_backend: AutonomyCommandBackend | None = None  # the IM commands' backend (channels)
+    channel_replier: ChannelDelivery | None = None  # outbound replies and proactive sends (channels.outbound)
+    briefs: BriefService | None = None  # interruption budget + scheduled briefs
+    waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
     aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
     leases: InstanceLeases | None = None  # this process's lease; runs it owns carry its instance id
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
@@ -89,10 +114,29 @@ class Runtime:
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
         await build_autonomy(self)
+        # channels: outbound delivery first (the ingress replies through it), vendor API bases from settings
+        self.channel_replier = ChannelDelivery(
+            ChannelRegistry(self.registry), endpoints=VendorEndpoints.from_settings(self.settings.get)
+        )
+        # channels: verified IM webhooks -> dedupe -> durable journal -> processor (genworker.channels)
+        from genworker.channels.ingest import build_channels, stop_with
+
+        channels = await build_channels(self)  # sets self.channels; replier: self.channel_replier if set
+        self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
+        email = EmailPolling(self.registry.root, channels.registry, channels.ingest.accept)  # IMAP conversation
+        self._tasks.append(asyncio.create_task(email.run(self._stop), name="email-channel"))
         if self.heartbeat is not None:
             await self.heartbeat.start(self.registry.workers())
         if self.duties is not None:
             await self.duties.start(self.registry.workers())
+        if self.lifecycle is not None:  # stopped as soon as stop() sets _stop
+            await self.lifecycle.start()
+            self._tasks.append(asyncio.create_task(_after(self._stop, self.lifecycle.stop), name="lifecycle"))
+        if self.briefs is not None:
+            self._connect_briefs(self.briefs)
+            await self.briefs.start(self.registry.workers())
+        if self.waiting is not None:
+            await self.waiting.start()
         if self.inbox is not None:
             self.sensors = SensorRegistry(self.registry.root, self.inbox)
             await self.sensors.sync(self.registry.workers())
@@ -134,6 +178,8 @@ class Runtime:
                 self.heartbeat.sync(self.registry.workers())
             if self.duties is not None:
                 self.duties.sync(self.registry.workers())
+            if self.briefs is not None:
+                self.briefs.sync(self.registry.workers())
             task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
             self._tasks.append(task)
             task.add_done_callback(self._forget)
@@ -174,15 +220,38 @@ class Runtime:
             await self.heartbeat.stop()
         if self.duties is not None:
             await self.duties.stop()
+        await self._stop_policy()
+        if self.channel_replier is not None:
+            await self.channel_replier.aclose()
         if self.bus is not None:
             await self.bus.close()
         if isinstance(self.inbox, RedisInboxStore):
             await self.inbox.aclose()
         await self.tools.stop()
+        if self.router is not None and self.router.memory is not None:
+            self.router.memory.close()  # the memory indexes' SQLite connections
         if self.aredis is not None:
             await self.aredis.aclose()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
+
+    def _connect_briefs(self, briefs: BriefService) -> None:
+        """Briefs go out through the channels; their confirmation and suggestion sections read the
+        IM commands' backend."""
+        if self.channel_replier is not None:
+            briefs.sink = ChannelBriefSink(self.channel_replier)
+        if self.command_backend is not None:
+            briefs.confirmations = self.command_backend.confirmations
+            briefs.suggestions = self.command_backend.suggestions
+        notifier = self.router.confirmations.notifier if self.router is not None else None
+        if isinstance(notifier, InboxConfirmationNotifier):  # confirmation notices: within the budget
+            notifier.notify = through_briefs(briefs)
+
+    async def _stop_policy(self) -> None:
+        if self.waiting is not None:
+            await self.waiting.stop()
+        if self.briefs is not None:
+            await self.briefs.stop()
 
     # -- what the runtime can do ------------------------------------------------
 
@@ -346,6 +415,7 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations)),
         confirmations=confirmations,
         matcher=SkillMatcher(),
+        memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm),
     )
 
 
@@ -364,11 +434,74 @@ async def build_autonomy(runtime: Runtime) -> None:
         runtime.bus = InProcessEventBus()
         runtime.inbox = FileInboxStore(root, bus=runtime.bus)
     runtime.inbox_aggregate = InboxAggregate(runtime.inbox, bus=runtime.bus)
+    if runtime.metrics is None:  # condition triggers read inbox counts and metrics reported over the API
+        runtime.metrics = WorkerMetrics(root, runtime.inbox)
     settings = heartbeat_settings(runtime.settings)
     runtime.heartbeat = HeartbeatService.build(root, runtime.router, runtime.inbox_aggregate, settings, bus=runtime.bus)
     runtime.duties = DutyScheduler(
         DutyStore(root), partial(route_through, runtime.router), bus=runtime.bus, metrics=runtime.metrics
     )
+    # Policy: briefs (delivery: the lead adapts BriefSink to the channels' sender) and WAITING plans.
+    policy_of = registry_policy(runtime.registry)
+    shared = runtime.redis is not None and url
+    waiting_store: WaitingStore = RedisWaitingStore(url) if shared and url else FileWaitingStore(root)
+    runtime.briefs = BriefService(
+        BriefStore(root), policy_of=policy_of, waiting=waiting_store, done=done_runs(runtime.router.tasks, root)
+    )
+    runtime.waiting = WaitingService(
+        waiting_store,
+        partial(resume_through, runtime.router),
+        on_timeout=partial(timeout_to_brief, runtime.briefs),
+        bus=runtime.bus,
+        inbox=runtime.inbox,  # a sensed fact whose payload has a match_key wakes its plans
+        policy_of=policy_of,
+        scan_interval_s=scan_interval(runtime.settings),
+    )
+    build_lifecycle(runtime)
+
+
+async def _after(event: asyncio.Event, then: Callable[[], Awaitable[None]]) -> None:
+    await event.wait()
+    await then()
+
+
+def build_lifecycle(runtime: Runtime) -> None:
+    """Goals, suggestions, feedback, confirmation notices and reminders, the IM commands' backend;
+    after the inbox and the bus exist."""
+    assert runtime.router is not None
+    root, router, registry = runtime.registry.root, runtime.router, runtime.registry
+    settings = lifecycle_settings(runtime.settings)
+    runtime.goals = GoalAggregate(root, bus=runtime.bus)
+    runtime.suggestions = SuggestionAggregate(SuggestionStore(root), runtime.goals)
+    runtime.feedback = FeedbackStore(root)
+
+    def reports_to(tenant_id: str, worker_id: str) -> str | None:
+        worker = registry.worker(tenant_id, worker_id)
+        return (worker.persona.identity.reports_to or None) if worker is not None else None
+
+    notifier = InboxConfirmationNotifier(runtime.inbox, runtime.bus, escalate_to=reports_to)
+    router.confirmations.notifier = notifier  # its `notify` (briefs' budget + channel) is set at start
+    checker = GoalProgressChecker(
+        runtime.goals,
+        GoalProgressProjector(runtime.goals, router.tasks),
+        bus=runtime.bus,
+        inbox=runtime.inbox,
+        threshold=settings.deviation_threshold,
+    )
+    detectors = SuggestionDetectors(runtime.suggestions.store, router.tasks, runtime.goals)
+    runtime.lifecycle = LifecycleJobs(
+        registry.workers,
+        settings,
+        checker=checker,
+        reminders=ConfirmationReminders(
+            router.confirmations,
+            notifier,
+            policy_of=confirmation_policy_of(registry_policy(registry)),
+            close_run=partial(cancel_waiting_run, router),
+        ),
+        detect=detectors.run,
+    )
+    runtime.command_backend = AutonomyCommandBackend(router, runtime.suggestions, runtime.feedback, runtime.goals)
 
 
 def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:

@@ -224,3 +224,16 @@ class ScriptedModelServer:
         if (body.get("stream_options") or {}).get("include_usage"):
             yield "data: " + json.dumps({**base, "choices": [], "usage": self._usage(step)}) + "\n\n"
         yield "data: [DONE]\n\n"
+
+
+def scripted_env(model: ScriptedModelServer, **extra: str) -> dict[str, str]:
+    """Settings for a runtime whose every tier is `model`, with hot reload and the heartbeat off
+    (tests start them explicitly); `extra` adds or overrides settings."""
+    return {
+        "GENWORKER_LLM_MODEL": "openai/scripted",
+        "GENWORKER_LLM_API_BASE": model.base_url,
+        "GENWORKER_LLM_API_KEY": "k",
+        "GENWORKER_HOT_RELOAD": "false",
+        "GENWORKER_HEARTBEAT_ENABLED": "false",
+        **extra,
+    }

@@ -9,6 +9,7 @@ the run record and the session.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,13 +22,16 @@ from genworker.engine.base import EngineDeps, EngineRequest, RunResult, RunStatu
 from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, ToolCallResult
 from genworker.llm.client import LLMClient
+from genworker.memory import MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
+from genworker.observability.logging import log_decision
+from genworker.observability.metrics import record_gate_result
 from genworker.runtime.tools import ToolRuntime
 from genworker.tools.base import ToolCall
 from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
-from genworker.worker.governance import GovernanceInput, GovernanceOutcome, TaskGovernanceStage
+from genworker.worker.governance import GovernanceDecision, GovernanceInput, GovernanceOutcome, TaskGovernanceStage
 from genworker.worker.governance.models import SourceType
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.skill_matcher import SkillMatch, SkillMatcher, UnknownSkillError
@@ -41,6 +45,8 @@ from genworker.worker.task import (
 )
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
+
+log = logging.getLogger("genworker.router")
 
 __all__ = ["RouteAccepted", "RouteDone", "RouteError", "RouteRequest", "RouterEvent", "WorkerRouter"]
 
@@ -102,6 +108,7 @@ class WorkerRouter:
     confirmations: ConfirmationStore
     matcher: SkillMatcher
     context_config: ContextWindowConfig | None = None
+    memory: MemoryService | None = None  # recall before the context, an episode after a completed run
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
         worker = self.registry.worker(tenant_id, worker_id)
@@ -158,6 +165,7 @@ class WorkerRouter:
         manifest = self._manifest(req, outcome, thread_id, run_id, task_id)
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
         decision = outcome.decision
+        _record_decision(decision, req, run_id)
         persisted = await self.tasks.persist_initial(manifest, start=decision.action != "blocked")
         if persisted.run_id != run_id:  # the idempotency key already made a run: never run it twice
             status: RunStatus = "completed" if persisted.state == "completed" else "failed"
@@ -196,10 +204,14 @@ class WorkerRouter:
                 return
             task_text = f"{req.text}\n\n[pre_script output]\n{stdout.strip()}"
         history = to_model_messages(self.sessions.history(session)) if session is not None else req.history
+        thread = thread_id if session is not None else None
+        binding = MemoryBinding(req.tenant_id, req.worker_id, run_id, manifest.provenance.duty_id, thread)
+        recalled = await self._recall(binding, req.text, manifest.provenance.goal_id, session)
         context = await build_managed_context(
             worker,
             task_text,
             history,
+            memory=recalled.items(),
             config=self.context_config,
             llm=self.llm,
             provenance=manifest.provenance,
@@ -219,11 +231,32 @@ class WorkerRouter:
             yield item
         assert result is not None
         record = await self.tasks.complete(ref, result, tool_calls=tool_calls)
+        await self._ask_tool_approval(req, manifest, ref, result, decision.posture)
         if session is not None and result.status == "completed":
             await self.sessions.append(
                 session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
             )
+        await self._remember(binding, req, result, task_id, recalled, scope.secrets)
         yield RouteDone(result, record)
+
+    async def _remember(
+        self, binding: MemoryBinding, req: RouteRequest, result: RunResult, task_id: str, recalled: RecallResult,
+        secrets: tuple[str, ...],
+    ) -> None:  # fmt: skip
+        """A completed run's episode; best effort, never raises (failed runs leave no memory)."""
+        if self.memory is None or result.status != "completed":
+            return
+        used = tuple(h.episode_id for h in recalled.hits)
+        channel = channel_of(req.source_type, req.source_id)
+        done = RunOutcome(req.text, result.output, task_id, req.goal_id, channel, used, secrets)
+        await self.memory.record_run(binding, done)
+
+    async def _recall(
+        self, binding: MemoryBinding, text: str, goal_id: str | None, session: ConversationSession | None
+    ) -> RecallResult:
+        if self.memory is None:
+            return RecallResult()
+        return await self.memory.recall_for_run(binding, text, goal_id=goal_id, exclude_runs=_runs_in(session))
 
     def _match_skill(self, worker: Worker, req: RouteRequest, outcome: GovernanceOutcome) -> SkillMatch | str:
         """The skill for this task, or why there is none."""
@@ -273,8 +306,7 @@ class WorkerRouter:
         self, req: RouteRequest, manifest: TaskManifest, outcome: GovernanceOutcome, ref: RunRef
     ) -> AsyncIterator[RouterEvent]:
         reasons = tuple(f"{r.code}: {r.message}" for r in outcome.decision.reasons)
-        confirmation = await asyncio.to_thread(
-            self.confirmations.create,
+        confirmation = await self.confirmations.request(  # stored, then announced (inbox item, event)
             tenant_id=req.tenant_id,
             worker_id=req.worker_id,
             run_id=ref.run_id,
@@ -284,6 +316,11 @@ class WorkerRouter:
             skill_id=req.skill_id,
             gate_ref=outcome.gate_ref,
             reasons=reasons,
+            source_type=req.source_type,
+            source_id=req.source_id,
+            duty_id=req.duty_id,
+            trigger_id=req.trigger_id,
+            goal_id=req.goal_id,
         )
         reason = "; ".join(r.message for r in outcome.decision.reasons if r.code != "default")
         call = ToolCall(confirmation.confirmation_id, "task", {"text": req.text})
@@ -292,6 +329,34 @@ class WorkerRouter:
         yield RunFinished(ref.run_id, "approval_required", "")
         pending = RunResult("approval_required", pending_approval=call, error=reason)
         yield RouteDone(pending, record)
+
+    async def _ask_tool_approval(
+        self, req: RouteRequest, manifest: TaskManifest, ref: RunRef, result: RunResult, posture: str
+    ) -> None:
+        """A tool call or graph interrupt the run waits on becomes a confirmation (none: nothing)."""
+        call = result.pending_approval
+        if call is None:
+            return
+        await self.confirmations.request(
+            tenant_id=req.tenant_id,
+            worker_id=req.worker_id,
+            run_id=ref.run_id,
+            task_id=manifest.task_id,
+            thread_id=manifest.thread_id or "",
+            text=req.text,
+            skill_id=req.skill_id,
+            gate_ref=None,
+            reasons=(result.error or f"tool {call.name} needs a person's approval",),
+            kind="tool",
+            tool_call={"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
+            posture=posture,
+            approval_ref=manifest.provenance.approval_ref,
+            source_type=req.source_type,
+            source_id=req.source_id,
+            duty_id=req.duty_id,
+            trigger_id=req.trigger_id,
+            goal_id=req.goal_id,
+        )
 
     @staticmethod
     def _manifest(
@@ -353,6 +418,13 @@ def _with_context(req: EngineRequest, context: ManagedContext) -> EngineRequest:
     )
 
 
+def _runs_in(session: ConversationSession | None) -> tuple[str, ...]:
+    """Runs whose turns are already in the thread's history (their episodes are not recalled again)."""
+    if session is None:
+        return ()
+    return tuple(dict.fromkeys(r for m in session.messages if (r := getattr(m, "run_id", None))))
+
+
 def history_from_openai(messages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[Message, ...]]:
     """(the last user message, everything before it) from an OpenAI-style messages list."""
     for index in range(len(messages) - 1, -1, -1):
@@ -365,3 +437,14 @@ def history_from_openai(messages: Sequence[Mapping[str, Any]]) -> tuple[str, tup
             )
             return text, tuple(dict(m) for m in messages[:index])
     raise RouteError("validation_error", "messages must contain a user message", 422)
+
+
+def _record_decision(decision: GovernanceDecision, req: RouteRequest, run_id: str) -> None:
+    """One metric and one log line per governance decision (the gate result, when the gate ran)."""
+    if decision.gate_result is not None:
+        record_gate_result(decision.gate_result)
+    reasons = [str(r) for r in (*decision.reasons, *decision.gate_reasons)]
+    log_decision(
+        log, "governance", decision.action, gate=decision.gate_result, reasons=reasons,
+        tenant_id=req.tenant_id, worker_id=req.worker_id, run_id=run_id, source_type=req.source_type,
+    )  # fmt: skip

@@ -42,6 +42,7 @@ from genworker.autonomy.sensing.webhook import (
     webhook_secret_env,
 )
 from genworker.ids import InvalidIdError, validate_id
+from genworker.observability.metrics import record_webhook_verification_failure
 from genworker.runtime.composition import Runtime
 from genworker.workspace.models.persona import SensorConfig
 
@@ -126,6 +127,8 @@ async def ingest_signed(tenant_id: str, worker_id: str, request: Request, sensor
         body = await _read_body(request)
         digest = verify_signature(secret, body, signature, timestamp, utc_now())
     except WebhookError as exc:
+        if exc.status == 401:
+            record_webhook_verification_failure("webhook", exc.code)
         raise ApiError(exc.status, exc.code, exc.message) from None
     return await _write(runtime, tenant_id, worker_id, config, body, request, digest)
 

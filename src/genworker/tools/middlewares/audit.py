@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, assert_never
 
+from genworker.observability.metrics import record_tool_call
 from genworker.tools.audit import AuditRecord, AuditSink, Decision, OutcomeKind
 from genworker.tools.base import Effect
 from genworker.tools.context import ToolContext
@@ -45,6 +46,8 @@ class Auditing:
 
     async def record(self, ctx: ToolContext, outcome: ToolOutcome | None, duration_ms: float) -> None:
         """Write the record for one call; `outcome=None` means it was cancelled."""
+        _, kind, _, _, is_error = _classify(outcome)
+        record_tool_call(ctx.spec.name, "error" if is_error else kind)
         if self.sink is None:
             return
         try:

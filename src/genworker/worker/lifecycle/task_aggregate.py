@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, assert_never
 
 from genworker.ids import InvalidIdError, PathEscapeError
+from genworker.observability.metrics import record_run_state
 from genworker.tools.journal import StepJournal, UnfinishedStep
 from genworker.worker.lifecycle.errors import (
     IllegalTransition,
@@ -226,6 +227,8 @@ class TaskLifecycle:
         except BaseException:
             self._store.discard_manifest(manifest)
             raise
+        for entry in run.history:
+            record_run_state(entry.target.value)
         return run
 
     # -- state changes -----------------------------------------------------------------
@@ -235,10 +238,13 @@ class TaskLifecycle:
         an ended run is moved to tasks/done/ (again, if a crash interrupted the first move)."""
         with self._store.run_lock(ref):
             run = self._store.read_run(ref)
+            before = run.state
             new = change(run, self._now())
             if new is not None:
                 run = replace(new, version=run.version + 1)
                 self._store.save_run(run)
+                if run.state is not before:
+                    record_run_state(run.state.value)
             if run.terminal and not self._store.finish_manifest(run.tenant_id, run.worker_id, run.task_id):
                 log.warning("run %s: manifest of task %s is missing", ref, run.task_id)
             if run.terminal and new is not None:

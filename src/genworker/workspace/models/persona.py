@@ -26,6 +26,7 @@ from genworker.workspace.models.base import (
     unique_ids,
 )
 from genworker.workspace.models.contact import Contact
+from genworker.workspace.models.policy import PolicyOverrides
 
 __all__ = [
     "ALIASES",
@@ -213,6 +214,7 @@ class PersonaSpec(Model):
     heartbeat: HeartbeatConfig = HeartbeatConfig()
     mcp_servers: tuple[MCPServerConfig, ...] = ()
     tool_effect_overrides: JsonMap = Field(default_factory=dict)
+    policy: PolicyOverrides = PolicyOverrides()  # over the tenant's policy block
 
     @field_validator("tool_effect_overrides")
     @classmethod
