@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
+from genworker.api.app import create_app
 from genworker.memory import MemoryBinding, MemoryQuery, MemoryService, RunOutcome, consolidate
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.memory.index import SearchFilters
 from genworker.memory.models import Episode, Provenance, Scope, ScopeKind
+from genworker.settings import load_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -106,3 +110,22 @@ def test_the_workspace_sweep_consolidates_every_worker(service: MemoryService, t
     reports = consolidate_workspace(tmp_path, now=NOW)
     assert list(reports) == [("acme", "alice")]
     assert (reports[("acme", "alice")].summaries, reports[("acme", "alice")].archived) == (1, 6)
+
+
+def test_the_runtime_consolidates_on_its_schedule(small_workspace: Callable[..., Path], tmp_path: Path) -> None:
+    workspace = small_workspace({"acme": ["alice"]})
+    seeded = MemoryService(workspace)
+    january = [old_episode(n, datetime(2026, 1, 2 + n, tzinfo=UTC)) for n in range(6)]
+    for e in january:
+        seeded.worker("acme", "alice").write(e)
+    seeded.close()
+    (tmp_path / "configs").mkdir()
+    env = {"GENWORKER_HOT_RELOAD": "false", "GENWORKER_MEMORY_CONSOLIDATE_S": "0.05"}
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        deadline = time.monotonic() + 60
+        while runtime.memory_consolidations < 1:
+            assert time.monotonic() < deadline, "the consolidation job never ran"
+            time.sleep(0.05)  # waiting for the runtime's own scheduled pass
+    archive = workspace / "tenants/acme/workers/alice/memory/archive/episodes"
+    assert sorted(p.stem for p in archive.glob("*.md")) == sorted(e.episode_id for e in january)

@@ -25,6 +25,7 @@ from genworker.autonomy.waiting import (
     WaitingTransitionError,
 )
 from genworker.events import InProcessEventBus, new_event
+from genworker.observability.metrics import REGISTRY
 
 pytestmark = pytest.mark.anyio
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -198,6 +199,7 @@ async def test_service_timeouts_remind_then_escalate_and_confirmations_wait(
 ) -> None:
     rec = Recorder()
     now = [T0]
+    before = {e: _waiting_metric(e) for e in ("started", "resumed", "timed_out")}
     service = WaitingService(make_store(), rec.resume, on_timeout=rec.timeout, clock=lambda: now[0])
     p = await service.wait("acme", "w", "mail:thread:abc:replied", wait_for=timedelta(minutes=10))
     now[0] = T0 + timedelta(minutes=11)
@@ -211,6 +213,8 @@ async def test_service_timeouts_remind_then_escalate_and_confirmations_wait(
     [held] = await service.on_event("acme", "mail:thread:x:replied", "e1")
     assert held.state == "gated" and rec.resumed == []
     assert rec.timeouts[-1] == (confirm.plan_id, "escalate")
+    after = {e: _waiting_metric(e) - n for e, n in before.items()}
+    assert after == {"started": 2, "resumed": 1, "timed_out": 2}  # genworker_waiting_plans_total
     # a person resumes the held plan; a done plan cannot be cancelled
     resumed = await service.resume_plan("acme", "w", confirm.plan_id, by="dana")
     await service.wait_runs([resumed])
@@ -257,3 +261,7 @@ async def test_a_sensed_fact_with_a_match_key_wakes_its_plans(tmp_path: Path) ->
         assert (resumed.plan_id, resumed.event_id) == (parked.plan_id, fact.item_id)  # the fact that woke it
     finally:
         await service.stop()
+
+
+def _waiting_metric(event: str) -> float:
+    return REGISTRY.get_sample_value("genworker_waiting_plans_total", {"event": event}) or 0.0

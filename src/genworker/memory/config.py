@@ -18,6 +18,8 @@ class MemoryConfig:
     embeddings: bool = False  # GENWORKER_MEMORY_EMBEDDINGS: hybrid BM25 + vector ranking (needs the extra)
     half_life_days: float = 30.0  # GENWORKER_MEMORY_HALF_LIFE_DAYS
     timeout_s: float = 5.0  # GENWORKER_MEMORY_TIMEOUT_S: per provider
+    consolidate_every_s: float = 86_400.0  # GENWORKER_MEMORY_CONSOLIDATE_S: how often old episodes are folded
+    consolidate_after_days: float = 90.0  # GENWORKER_MEMORY_CONSOLIDATE_AFTER_DAYS: episodes older than this
     reinforce_boost: float = 0.25
     recall_limit: int = 8
 
@@ -49,4 +51,6 @@ class MemoryConfig:
             embeddings=flag("GENWORKER_MEMORY_EMBEDDINGS", False),
             half_life_days=number("GENWORKER_MEMORY_HALF_LIFE_DAYS", 30.0),
             timeout_s=number("GENWORKER_MEMORY_TIMEOUT_S", 5.0),
+            consolidate_every_s=number("GENWORKER_MEMORY_CONSOLIDATE_S", 86_400.0),
+            consolidate_after_days=number("GENWORKER_MEMORY_CONSOLIDATE_AFTER_DAYS", 90.0),
         )

@@ -13,6 +13,7 @@ import os
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
+from genworker.memory.consolidation import consolidate_workspace
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.tools import ToolRuntime
 from genworker.settings import Settings
@@ -93,6 +95,7 @@ class Runtime:
     waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
     aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
     leases: InstanceLeases | None = None  # this process's lease; runs it owns carry its instance id
+    memory_consolidations: int = 0  # passes of the memory consolidation job so far
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -137,12 +140,34 @@ class Runtime:
             await self.briefs.start(self.registry.workers())
         if self.waiting is not None:
             await self.waiting.start()
+        if self.router.memory is not None and self.router.memory.config.enabled:
+            self._tasks.append(asyncio.create_task(self._consolidate_memory(self.router.memory), name="memory"))
         if self.inbox is not None:
             self.sensors = SensorRegistry(self.registry.root, self.inbox)
             await self.sensors.sync(self.registry.workers())
         if self.watcher is not None:
             self.watcher.on_reload = self._reloaded
             self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
+
+    async def _consolidate_memory(self, memory: MemoryService) -> None:
+        """Fold old episodes into summaries (originals archived) every `consolidate_every_s`, so each
+        worker's active memory stays bounded; the first pass runs one interval after start."""
+        config = memory.config
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), config.consolidate_every_s)
+            if self._stop.is_set():
+                return
+            older = timedelta(days=config.consolidate_after_days)
+            try:
+                reports = await asyncio.to_thread(consolidate_workspace, self.registry.root, older_than=older)
+            except Exception:  # housekeeping never takes the runtime down; next pass tries again
+                log.exception("[Memory] consolidation failed")
+                continue
+            folded = sum(r.archived for r in reports.values())
+            if folded:
+                log.info("[Memory] consolidated %d old episodes across %d workers", folded, len(reports))
+            self.memory_consolidations += 1
 
     def _instance_leases(self) -> InstanceLeases:
         if self.redis is not None:

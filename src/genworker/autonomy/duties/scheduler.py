@@ -270,17 +270,27 @@ class DutyScheduler:
 
     async def on_event(self, event: Event) -> list[FireOutcome]:
         """Fire every event trigger `event` matches; the event id makes the key."""
-        outcomes = []
-        for worker, duty in list(_active(self._workers.values())):
-            for trigger in duty.triggers:
-                if isinstance(trigger, EventTrigger) and event_matches(trigger, worker, event):
-                    slot = f"event-{event.event_id}"
-                    outcomes.append(await self._fire(worker, duty, trigger.id, "event", event.occurred_at, slot))
-        return outcomes
+        return await self._fire_events(event, self._event_matches(event))
+
+    def _event_matches(self, event: Event) -> list[tuple[Worker, DutySpec, str]]:
+        return [
+            (worker, duty, trigger.id)
+            for worker, duty in _active(self._workers.values())
+            for trigger in duty.triggers
+            if isinstance(trigger, EventTrigger) and event_matches(trigger, worker, event)
+        ]
+
+    async def _fire_events(self, event: Event, matches: list[tuple[Worker, DutySpec, str]]) -> list[FireOutcome]:
+        slot = f"event-{event.event_id}"
+        return [await self._fire(w, duty, trigger, "event", event.occurred_at, slot) for w, duty, trigger in matches]
 
     async def _on_event(self, event: Event) -> None:
+        matches = self._event_matches(event)
+        if not matches:  # most events (every webhook fact, say) fire nothing: no task for them
+            return
         # the bus mailbox must not wait for whole runs
-        task = asyncio.get_running_loop().create_task(self.on_event(event), name=f"duty-event {event.event_id}")
+        fire = self._fire_events(event, matches)
+        task = asyncio.get_running_loop().create_task(fire, name=f"duty-event {event.event_id}")
         self._fires.add(task)
         task.add_done_callback(self._fires.discard)
 

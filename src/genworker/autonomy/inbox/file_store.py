@@ -52,7 +52,7 @@ from genworker.autonomy.inbox.store import (
     micros,
     with_state_of,
 )
-from genworker.autonomy.inbox.topics import ITEM_WRITTEN, item_event, publish_quietly
+from genworker.autonomy.inbox.topics import publish_quietly, written_event
 from genworker.events import EventBus
 from genworker.ids import safe_join, validate_id
 
@@ -141,7 +141,7 @@ class FileInboxStore:
         stored = check_new_item(item)
         if not await asyncio.wrap_future(self._writer(stored).submit(stored)):
             return False
-        await publish_quietly(self._bus, item_event(ITEM_WRITTEN, stored, dedupe_key=stored.dedupe_key))
+        await publish_quietly(self._bus, written_event(stored))
         return True
 
     def _writer(self, item: InboxItem) -> GroupCommit[InboxItem, bool]:

@@ -40,7 +40,7 @@ from genworker.autonomy.inbox.store import (
     iso,
     micros,
 )
-from genworker.autonomy.inbox.topics import ITEM_WRITTEN, item_event, publish_quietly
+from genworker.autonomy.inbox.topics import publish_quietly, written_event
 from genworker.events import EventBus
 from genworker.ids import validate_id
 
@@ -204,7 +204,7 @@ class RedisInboxStore:
         keys = [f"{base}item:{stored.item_id}", f"{base}all", f"{base}state:pending", f"{base}dedupe"]
         if not int(await self._write_script(keys=keys, args=args)):
             return False
-        await publish_quietly(self._bus, item_event(ITEM_WRITTEN, stored, dedupe_key=stored.dedupe_key))
+        await publish_quietly(self._bus, written_event(stored))
         return True
 
     async def get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:

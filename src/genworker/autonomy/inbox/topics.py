@@ -17,6 +17,7 @@ __all__ = [
     "SOURCE",
     "item_event",
     "publish_quietly",
+    "written_event",
 ]
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,13 @@ def item_event(topic: str, item: InboxItem, **extra: Any) -> Event:
         **extra,
     }
     return new_event(topic, source=SOURCE, tenant_id=item.tenant_id, worker_id=item.worker_id, payload=payload)
+
+
+def written_event(item: InboxItem) -> Event:
+    """`inbox.item_written` for a stored item. It also carries the payload's `match_key` (None: it has
+    none), so a WAITING plan wakes without reading the item back from the store."""
+    key = item.payload.get("match_key")
+    return item_event(ITEM_WRITTEN, item, dedupe_key=item.dedupe_key, match_key=key if isinstance(key, str) else None)
 
 
 async def publish_quietly(bus: EventBus | None, event: Event) -> None:

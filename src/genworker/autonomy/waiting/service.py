@@ -31,6 +31,7 @@ from genworker.autonomy.waiting.models import (
 )
 from genworker.autonomy.waiting.store import WaitingStore
 from genworker.events import Event, EventBus, Subscription
+from genworker.observability.metrics import record_waiting_plan
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy
 
 __all__ = ["ResumeHandler", "TimeoutHandler", "WaitingService"]
@@ -106,11 +107,15 @@ class WaitingService:
             requires_confirmation=requires_confirmation,
             resume=resume or {},
         )
-        return await self.store.add(plan)
+        stored = await self.store.add(plan)
+        record_waiting_plan("started")
+        return stored
 
     async def on_event(self, tenant_id: str, match_key: str, event_id: str) -> list[WaitingPlan]:
         """Wake the tenant's plans waiting on `match_key`; returns the plans this call woke."""
         woken = await self.store.resume(tenant_id, match_key, event_id, self._clock())
+        for _ in woken:
+            record_waiting_plan("resumed")
         return [await self._run_gated(plan) for plan in woken]
 
     async def _run_gated(self, plan: WaitingPlan) -> WaitingPlan:
@@ -166,7 +171,10 @@ class WaitingService:
             raise WaitingTransitionError(
                 f"plan {plan_id} is {plan.state}: only waiting or gated plans can be cancelled"
             )
-        return await self.store.transition(tenant_id, worker_id, plan_id, plan.state, "cancelled", now=self._clock())
+        now = self._clock()
+        cancelled = await self.store.transition(tenant_id, worker_id, plan_id, plan.state, "cancelled", now=now)
+        record_waiting_plan("cancelled")
+        return cancelled
 
     async def scan_once(self, limit: int = 1000) -> list[WaitingPlan]:
         """Handle every wait that timed out by now; returns the plans after their timeout step."""
@@ -176,6 +184,7 @@ class WaitingService:
         return handled
 
     async def _timed_out(self, plan: WaitingPlan, now: datetime) -> WaitingPlan:
+        record_waiting_plan("timed_out")
         action = plan.on_timeout
         outcome: TimeoutOutcome
         if action == "remind" or (action == "remind_then_escalate" and plan.reminders == 0):
@@ -210,8 +219,10 @@ class WaitingService:
     async def _on_bus_event(self, event: Event) -> None:
         key = event.payload.get("match_key")
         event_id = event.event_id
-        if key is None and event.topic == ITEM_WRITTEN and self._inbox is not None:
-            key, event_id = await self._inbox_key(event), str(event.payload.get("item_id"))
+        if event.topic == ITEM_WRITTEN:  # a sensed fact: the item id is the event id
+            event_id = str(event.payload.get("item_id"))
+            if "match_key" not in event.payload and self._inbox is not None:  # from a build that did not send it
+                key = await self._inbox_key(event)
         if event.tenant_id is None or not isinstance(key, str):
             return
         try:
