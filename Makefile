@@ -26,11 +26,12 @@ lint: $(STAMP)
 check: $(STAMP)  ## validate the workspace
 	$(VENV)/bin/genworker check
 
-bench: $(STAMP)  ## workspace load/reload, then ReAct engine overhead (docs/benchmarks.md)
+bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same run (docs/benchmarks.md)
 	$(PY) bench/run.py
 	$(PY) bench/engine.py
 	$(PY) bench/chat_http.py
 	$(PY) bench/inbox.py
+	$(PY) bench/heartbeat.py
 	$(PY) bench/webhook.py
 	$(PY) bench/channels_ingest.py
 	$(PY) bench/waiting.py
