@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from genworker.api.app import create_app
+from genworker.engine.events import TextDelta
 from genworker.memory import MemoryBinding, MemoryService
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
@@ -93,6 +94,40 @@ def test_promoted_memory_reaches_the_prompt_of_a_new_thread_and_not_another_tena
         client.portal.call(promote)  # type: ignore[union-attr]
         route(client, runtime, RouteRequest("acme", "alice", "Send the invoices to finance", thread_id="new"))
         route(client, runtime, RouteRequest("globex", "gina", "Send the invoices to finance", thread_id="new"))
+
+
+def test_a_matter_from_another_channel_is_asked_about_before_it_is_used(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    def knows_nothing_yet(body: dict[str, Any]) -> None:
+        assert "Relevant memory" not in system_prompt(body)  # asked first, nothing injected
+
+    def sees_the_summary(body: dict[str, Any]) -> None:
+        assert "Earlier on slack" in system_prompt(body) and "Hamburg" in system_prompt(body)
+
+    model_server.expect(
+        Reply("Noted: Hamburg warehouse lease renewal due in May; I will track it."),
+        Reply("Let me look.", check=knows_nothing_yet),
+        Reply("It renews in May.", check=sees_the_summary),
+    )
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        text = "The Hamburg warehouse lease renewal is due in May, please track it."
+        route(client, runtime, RouteRequest("acme", "alice", text, source_id="slack:U1", thread_id="slack-c42"))
+        asked = route(
+            client, runtime,
+            RouteRequest("acme", "alice", "Any update on the Hamburg warehouse lease?", source_id="email:dana@x",
+                         thread_id="mail-7"),
+        )  # fmt: skip
+        done = next(e for e in asked if isinstance(e, RouteDone))
+        assert done.result.output.startswith("Let me look.") and "Shall I bring" in done.result.output
+        deltas = "".join(e.text for e in asked if isinstance(e, TextDelta))
+        assert deltas.endswith(done.result.output.removeprefix("Let me look."))  # streamed too
+        route(
+            client, runtime,
+            RouteRequest("acme", "alice", "Yes please.", source_id="email:dana@x", thread_id="mail-7"),
+        )  # fmt: skip
+        offers = memory_of(runtime).offers("acme", "alice").file.load()
+        assert [o.status for o in offers] == ["accepted"]
 
 
 def test_a_failed_run_leaves_no_memory(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:

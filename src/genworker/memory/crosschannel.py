@@ -17,7 +17,14 @@ from genworker.memory.index import MemoryIndex, SearchFilters, fts_text
 from genworker.memory.jsonl import JsonlFile
 from genworker.memory.models import MemoryHit
 
-__all__ = ["CONTINUATION", "CrossChannelOffer", "OfferStore", "find_continuation", "looks_like_continuation"]
+__all__ = [
+    "CONTINUATION",
+    "CrossChannelOffer",
+    "OfferStore",
+    "find_continuation",
+    "looks_like_continuation",
+    "offer_answer",
+]
 
 CONTINUATION = re.compile(
     r"\b(as (we )?discussed|continu\w*|follow(ing)?[- ]?up|last time|earlier|previous(ly)?|"
@@ -31,6 +38,19 @@ _STOP = frozenset((
     "with", "from", "have", "has", "had", "you", "your", "our", "are", "is", "it", "of", "on",
     "in", "to", "do", "did", "does", "please", "can", "could", "would", "will", "update", "news",
 ))  # fmt: skip
+
+
+_YES = re.compile(r"^\s*(yes|yeah|yep|sure|ok(ay)?|please( do)?|go ahead|do it|是的|是|好的|好|可以|需要|要)\b", re.I)
+_NO = re.compile(r"^\s*(no|nope|not now|don'?t|do not|skip|不用|不要|不需要|算了)\b", re.I)
+
+
+def offer_answer(text: str) -> Literal["accept", "decline"] | None:
+    """A reply that answers a pending offer's question: yes, no, or neither (None)."""
+    if _NO.match(text):
+        return "decline"
+    if _YES.match(text):
+        return "accept"
+    return None
 
 
 def looks_like_continuation(text: str) -> bool:

@@ -9,10 +9,11 @@ the run record and the session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,9 +21,10 @@ from genworker.conversation import AssistantMessage, SessionManager, ThreadQueue
 from genworker.conversation.models import ConversationSession
 from genworker.engine.base import EngineDeps, EngineRequest, RunResult, RunStatus
 from genworker.engine.dispatcher import EngineDispatcher
-from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, ToolCallResult
+from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
 from genworker.llm.client import LLMClient
 from genworker.memory import MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
+from genworker.memory.crosschannel import offer_answer
 from genworker.observability.logging import log_decision
 from genworker.observability.metrics import record_gate_result
 from genworker.runtime.tools import ToolRuntime
@@ -206,6 +208,7 @@ class WorkerRouter:
         history = to_model_messages(self.sessions.history(session)) if session is not None else req.history
         thread = thread_id if session is not None else None
         binding = MemoryBinding(req.tenant_id, req.worker_id, run_id, manifest.provenance.duty_id, thread)
+        question = await self._cross_channel(binding, req, session)  # before recall: an accepted summary counts
         recalled = await self._recall(binding, req.text, manifest.provenance.goal_id, session)
         context = await build_managed_context(
             worker,
@@ -219,16 +222,10 @@ class WorkerRouter:
         )
         assert match.skill is not None
         engine_req = EngineRequest(run_id, match.skill, context.task, scope)
-        result: RunResult | None = None
-        tool_calls: list[ToolCallRecord] = []
-        async for item in self._engine(engine_req, context, ref):
-            if isinstance(item, RunResult):
-                result = item
-                continue
-            if isinstance(item, ToolCallResult):
-                kind = "needs_approval" if item.outcome == "approval_required" else item.outcome
-                tool_calls.append(ToolCallRecord(item.name, item.call_id, kind))
-            yield item
+        settled = _Settled()
+        async for event in self._engine_events(engine_req, context, ref, question, settled):
+            yield event
+        result, tool_calls = settled.result, settled.tool_calls
         assert result is not None
         record = await self.tasks.complete(ref, result, tool_calls=tool_calls)
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture)
@@ -251,6 +248,25 @@ class WorkerRouter:
         done = RunOutcome(req.text, result.output, task_id, req.goal_id, channel, used, secrets)
         await self.memory.record_run(binding, done)
 
+    async def _cross_channel(
+        self, binding: MemoryBinding, req: RouteRequest, session: ConversationSession | None
+    ) -> str | None:
+        """Seed §2.3: a message that continues a matter from another channel gets a question, not an
+        injection. The thread's next yes / no decides; an accepted summary joins this conversation's
+        memory and is recalled from this run on. The question to append to the answer, or None."""
+        if self.memory is None or session is None or binding.thread_id is None:
+            return None
+        offers = self.memory.offers(binding.tenant_id, binding.worker_id)
+        pending = await asyncio.to_thread(offers.pending, binding.thread_id)
+        if pending:
+            answer = offer_answer(req.text)
+            for offer in pending if answer is not None else ():
+                with contextlib.suppress(LookupError, ValueError):  # decided meanwhile by another turn
+                    await self.memory.decide_offer(binding, offer.offer_id, answer)  # type: ignore[arg-type]
+            return None
+        found = await self.memory.check_continuation(binding, req.text, channel_of(req.source_type, req.source_id))
+        return found.question if found is not None else None
+
     async def _recall(
         self, binding: MemoryBinding, text: str, goal_id: str | None, session: ConversationSession | None
     ) -> RecallResult:
@@ -271,6 +287,23 @@ class WorkerRouter:
         except UnknownSkillError as exc:
             return str(exc)
         return match if match.skill is not None else f"worker {worker.worker_id!r} has no skill for this request"
+
+    async def _engine_events(
+        self, engine_req: EngineRequest, context: ManagedContext, ref: RunRef, question: str | None, settled: _Settled
+    ) -> AsyncIterator[EngineEvent]:
+        """The engine's events for the client; its result and tool calls land in `settled`. A
+        cross-channel `question` is appended to a completed answer, before RUN_FINISHED."""
+        async for item in self._engine(engine_req, context, ref):
+            if isinstance(item, RunResult):
+                settled.result = _asking(item, question)
+                continue
+            if isinstance(item, RunFinished) and question and item.outcome == "completed":
+                yield TextDelta(f"\n\n{question}")
+                item = replace(item, output=f"{item.output}\n\n{question}")
+            if isinstance(item, ToolCallResult):
+                kind = "needs_approval" if item.outcome == "approval_required" else item.outcome
+                settled.tool_calls.append(ToolCallRecord(item.name, item.call_id, kind))
+            yield item
 
     async def _engine(
         self, engine_req: EngineRequest, context: ManagedContext, ref: RunRef
@@ -448,3 +481,18 @@ def _record_decision(decision: GovernanceDecision, req: RouteRequest, run_id: st
         log, "governance", decision.action, gate=decision.gate_result, reasons=reasons,
         tenant_id=req.tenant_id, worker_id=req.worker_id, run_id=run_id, source_type=req.source_type,
     )  # fmt: skip
+
+
+@dataclass
+class _Settled:
+    """What an engine run settled on, gathered while its events stream."""
+
+    result: RunResult | None = None
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+
+
+def _asking(result: RunResult, question: str | None) -> RunResult:
+    """The run's answer with the cross-channel question after it (what the session and channels keep)."""
+    if question is None or result.status != "completed":
+        return result
+    return replace(result, output=f"{result.output}\n\n{question}")
