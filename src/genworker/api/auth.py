@@ -18,8 +18,17 @@ from genworker.api.errors import ApiError
 from genworker.auth import ApiKeyStore, Principal
 from genworker.dashboard.session import session_principal
 from genworker.ids import InvalidIdError, validate_id
+from genworker.runtime.composition import Runtime
+from genworker.workspace.snapshot import Worker
 
-__all__ = ["get_api_keys", "install_cors", "principal_worker", "require_principal", "worker_not_found"]
+__all__ = [
+    "get_api_keys",
+    "install_cors",
+    "loaded_worker",
+    "principal_worker",
+    "require_principal",
+    "worker_not_found",
+]
 
 _BEARER_HINT = "send 'Authorization: Bearer <api key>' (create one with `genworker keys create --tenant T`)"
 _store_lock = threading.Lock()
@@ -79,6 +88,16 @@ def principal_worker(principal: Principal, worker: str) -> tuple[str, str]:
 
 def worker_not_found(worker: str) -> ApiError:
     return ApiError(404, "worker_not_found", f"worker {worker!r} not found")
+
+
+def loaded_worker(principal: Principal, runtime: Runtime, worker: str) -> Worker:
+    """The loaded worker named `worker` (or `tenant/worker`) that the caller's key may use; 404
+    when the key may not, or no such worker is loaded (the two are not told apart)."""
+    tenant_id, worker_id = principal_worker(principal, worker)
+    found = runtime.registry.worker(tenant_id, worker_id)
+    if found is None:
+        raise worker_not_found(worker)
+    return found
 
 
 def install_cors(app: FastAPI, origins: Sequence[str]) -> None:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 
-from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
 from genworker.api.routes.chat import run_summary
@@ -32,10 +32,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str, str]:
-    tenant_id, worker = principal_worker(principal, worker_id)
-    if runtime.registry.worker(tenant_id, worker) is None:
-        raise worker_not_found(worker_id)
-    return tenant_id, worker
+    return loaded_worker(principal, runtime, worker_id).key
 
 
 def _inbox(runtime: Runtime) -> InboxStore:

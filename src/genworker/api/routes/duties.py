@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Header
 from pydantic import BaseModel, ConfigDict
 
-from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
 from genworker.api.routes.chat import run_summary
@@ -17,7 +17,6 @@ from genworker.auth import Principal
 from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError, aps_trigger
 from genworker.runtime.composition import Runtime
 from genworker.workspace.models.duty import DutyStatus, ScheduleTrigger
-from genworker.workspace.snapshot import Worker
 
 __all__ = ["router"]
 
@@ -32,14 +31,6 @@ class RunDutyBody(BaseModel):
     trigger_id: str | None = None
 
 
-def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> Worker:
-    tenant_id, name = principal_worker(principal, worker_id)
-    worker = runtime.registry.worker(tenant_id, name)
-    if worker is None:
-        raise worker_not_found(worker_id)
-    return worker
-
-
 def _scheduler(runtime: Runtime) -> DutyScheduler:
     if runtime.duties is None:
         raise ApiError(503, "duties_unavailable", "the duty scheduler is not configured on this runtime")
@@ -52,7 +43,7 @@ def _duty_not_found(duty_id: str) -> ApiError:
 
 @router.get("", summary="The worker's duties: status, triggers and the next fire of each schedule trigger")
 async def list_duties(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     now = datetime.now(UTC)
     duties = []
     for duty in sorted(worker.duties.values(), key=lambda d: d.duty_id):
@@ -77,7 +68,7 @@ async def run_duty(
     body: RunDutyBody | None = None,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     try:
         fired = await _scheduler(runtime).run_manual(
             worker, duty_id, body.trigger_id if body else None, idempotency_key=idempotency_key
@@ -95,7 +86,7 @@ async def run_duty(
 
 @router.get("/{duty_id}/executions", summary="The duty's execution records, oldest first")
 async def list_executions(worker_id: str, duty_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     if duty_id not in worker.duties:
         raise _duty_not_found(duty_id)
     try:

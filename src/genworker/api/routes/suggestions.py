@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
 from genworker.auth import Principal
@@ -25,7 +25,6 @@ from genworker.autonomy.suggestions import (
     SuggestionNotFound,
 )
 from genworker.runtime.composition import Runtime
-from genworker.workspace.snapshot import Worker
 
 __all__ = ["router"]
 
@@ -38,14 +37,6 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 class FeedbackBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=4000)
-
-
-def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> Worker:
-    tenant_id, name = principal_worker(principal, worker_id)
-    worker = runtime.registry.worker(tenant_id, name)
-    if worker is None:
-        raise worker_not_found(worker_id)
-    return worker
 
 
 def _suggestions(runtime: Runtime) -> SuggestionAggregate:
@@ -67,7 +58,7 @@ async def list_suggestions(
     runtime: RuntimeDep,
     status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = "pending",
 ) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     store = _suggestions(runtime).store
     items = await asyncio.to_thread(store.list, worker.tenant_id, worker.worker_id, status)
     return {"worker_id": worker.worker_id, "suggestions": [asdict(s) for s in items]}
@@ -75,7 +66,7 @@ async def list_suggestions(
 
 @router.post("/suggestions/detect", summary="Run the suggestion detectors now; returns the new suggestions")
 async def detect(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     aggregate = _suggestions(runtime)
     if runtime.router is None:
         raise ApiError(503, "not_ready", "the runtime is still starting")
@@ -91,7 +82,7 @@ async def decide(
     principal: Auth,
     runtime: RuntimeDep,
 ) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     aggregate = _suggestions(runtime)
     by = f"key:{principal.key_id}"
     try:
@@ -109,7 +100,7 @@ async def decide(
 
 @router.post("/feedback", summary="Record feedback for the worker", status_code=201)
 async def add_feedback(worker_id: str, body: FeedbackBody, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     entry = await asyncio.to_thread(
         _feedback(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
     )
@@ -120,6 +111,6 @@ async def add_feedback(worker_id: str, body: FeedbackBody, principal: Auth, runt
 async def list_feedback(
     worker_id: str, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
 ) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     items = await asyncio.to_thread(_feedback(runtime).list, worker.tenant_id, worker.worker_id, limit)
     return {"worker_id": worker.worker_id, "feedback": items}

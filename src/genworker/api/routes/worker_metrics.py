@@ -10,13 +10,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
 from genworker.auth import Principal
 from genworker.autonomy.duties import MetricError, WorkerMetrics
 from genworker.runtime.composition import Runtime
-from genworker.workspace.snapshot import Worker
 
 __all__ = ["router"]
 
@@ -31,14 +30,6 @@ class MetricBody(BaseModel):
     value: bool | float = Field(description="a finite number, or true/false")
 
 
-def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> Worker:
-    tenant_id, name = principal_worker(principal, worker_id)
-    worker = runtime.registry.worker(tenant_id, name)
-    if worker is None:
-        raise worker_not_found(worker_id)
-    return worker
-
-
 def _metrics(runtime: Runtime) -> WorkerMetrics:
     if not isinstance(runtime.metrics, WorkerMetrics):
         raise ApiError(503, "metrics_unavailable", "this runtime reads condition metrics from another source")
@@ -49,7 +40,7 @@ def _metrics(runtime: Runtime) -> WorkerMetrics:
 async def report_metric(
     worker_id: str, name: str, body: MetricBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     try:
         entry = await _metrics(runtime).report(worker.tenant_id, worker.worker_id, name, body.value)
     except MetricError as exc:
@@ -59,7 +50,7 @@ async def report_metric(
 
 @router.get("", summary="The worker's reported metrics and the built-in inbox counts")
 async def list_metrics(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    worker = _worker(principal, runtime, worker_id)
+    worker = loaded_worker(principal, runtime, worker_id)
     metrics = _metrics(runtime)
     try:
         reported = await metrics.values(worker.tenant_id, worker.worker_id)
