@@ -7,33 +7,21 @@ in the brief; tenants never see each other's plans or briefs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
-from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer, scripted_env
+from genworker.testing import Reply, ScriptedModelServer, serve
 from genworker.testing.live_server import LiveServer
 
 
 @pytest.fixture
 def workspace(small_workspace: Callable[..., Path]) -> Path:
     return small_workspace({"acme": ["alice"], "globex": ["gina"]})
-
-
-@contextmanager
-def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
-    configs = tmp_path / "configs"
-    configs.mkdir(exist_ok=True)
-    env = scripted_env(model)
-    with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
-        yield server
 
 
 def auth(workspace: Path, tenant: str, workers: list[str] | None = None) -> dict[str, str]:

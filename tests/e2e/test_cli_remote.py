@@ -12,19 +12,16 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, new_item
 from genworker.cli import main
-from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
+from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, serve
 from genworker.testing.live_server import LiveServer
 
 GENWORKER = Path(sys.executable).with_name("genworker")
@@ -46,15 +43,6 @@ def workspace(small_workspace: Callable[..., Path]) -> Path:
 @pytest.fixture
 def api_key(workspace: Path) -> str:
     return ApiKeyStore(workspace).create("acme")[1]
-
-
-@contextmanager
-def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
-    configs = tmp_path / "configs"
-    configs.mkdir(exist_ok=True)
-    env = scripted_env(model)
-    with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
-        yield server
 
 
 def cli(capsys: pytest.CaptureFixture[str], server: LiveServer, key: str, *argv: str) -> tuple[int, str, str]:

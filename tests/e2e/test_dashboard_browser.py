@@ -13,18 +13,14 @@ import os
 import re
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
-from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer, scripted_env
-from genworker.testing.live_server import LiveServer
+from genworker.testing import Reply, ScriptedModelServer, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("GENWORKER_CHROMIUM", "/usr/bin/chromium")
@@ -77,15 +73,6 @@ def workspace(tmp_path: Path) -> Path:
     shutil.copytree(ROOT / "workspace", root, ignore=shutil.ignore_patterns("runtime", "tasks", "runs", "auth"))
     (root / "tenants/demo/workers/assistant/duties/pay-invoice.md").write_text(GATED, encoding="utf-8")
     return root
-
-
-@contextmanager
-def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iterator[LiveServer]:
-    configs = tmp_path / "configs"
-    configs.mkdir(exist_ok=True)
-    env = scripted_env(model)
-    with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
-        yield server
 
 
 def shot(page: Any, name: str) -> None:

@@ -8,18 +8,15 @@ The metrics registry is process-wide, so every check compares a scrape before an
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import httpx2 as httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.settings import load_settings
-from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, scripted_env
+from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, serve
 from genworker.testing.live_server import LiveServer
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -28,15 +25,6 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 @pytest.fixture
 def workspace(small_workspace: Callable[..., Path]) -> Path:
     return small_workspace({"acme": ["alice", "bob"]})
-
-
-@contextmanager
-def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer, **extra: str) -> Iterator[LiveServer]:
-    configs = tmp_path / "configs"
-    configs.mkdir(exist_ok=True)
-    env = scripted_env(model, **extra)
-    with LiveServer(create_app(load_settings(configs, env, workspace=workspace))) as server:
-        yield server
 
 
 def scrape(server: LiveServer, headers: Mapping[str, str] | None = None) -> tuple[httpx.Response, Samples]:

@@ -5,11 +5,16 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
 
-__all__ = ["LiveServer"]
+from genworker.testing.model_server import ScriptedModelServer, scripted_env
+
+__all__ = ["LiveServer", "serve"]
 
 
 class LiveServer:
@@ -37,3 +42,16 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(30)
+
+
+@contextmanager
+def serve(tmp_path: Path, workspace: Path, model: ScriptedModelServer, **env: str) -> Iterator[LiveServer]:
+    """The real app on `workspace` over HTTP, every tier answered by `model` (`scripted_env`);
+    `env` adds or overrides settings. Its configs folder is `tmp_path/configs`."""
+    from genworker.api.app import create_app
+    from genworker.settings import load_settings
+
+    configs = tmp_path / "configs"
+    configs.mkdir(exist_ok=True)
+    with LiveServer(create_app(load_settings(configs, scripted_env(model, **env), workspace=workspace))) as server:
+        yield server
