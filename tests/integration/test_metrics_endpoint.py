@@ -83,6 +83,7 @@ def test_a_chat_with_a_tool_call_moves_run_model_and_tool_metrics(
     assert sum(delta("genworker_llm_tokens_total", tier=t, **model) for t in tiers) == 10 + 5 + 30 + 7
     assert sum(delta("genworker_llm_call_duration_seconds_count", tier=t, **model) for t in tiers) == 2
     assert delta("genworker_tool_calls_total", tool="file_read", outcome="completed") == 1
+    assert delta("genworker_gate_results_total", result="auto") == 1  # the Policy Gate's verdict on the chat
     assert ("genworker_inbox_items", frozenset({("state", "pending")})) in after
     assert value(after, "genworker_workers", status="loaded") == 2
     assert value(after, "genworker_ready") == 1
