@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ PERSONA = """---
 identity: {name: Alice, worker_id: alice}
 channels:
   - {type: slack}
+  - {type: slack, adapter_id: slack-live, reply_mode: streaming}
   - {type: feishu}
   - {type: feishu, adapter_id: feishu-watch, features: {group_monitoring: true}}
   - {type: wecom}
@@ -74,6 +75,7 @@ class RecordingReplier:
 
     def __init__(self) -> None:
         self.replies: list[tuple[ChannelMessage, OutboundMessage]] = []
+        self.streamed: list[list[str]] = []
         self._changed = threading.Condition()
 
     async def reply(self, message: ChannelMessage, outbound: OutboundMessage) -> DeliveryResult:
@@ -81,6 +83,12 @@ class RecordingReplier:
             self.replies.append((message, outbound))
             self._changed.notify_all()
         return DeliveryResult(ok=True, platform=message.platform)
+
+    async def stream(self, message: ChannelMessage, pieces: AsyncIterable[str]) -> DeliveryResult:
+        """A channel with reply_mode streaming: every piece as it arrives, then the whole as one reply."""
+        seen = [piece async for piece in pieces]
+        self.streamed.append(seen)
+        return await self.reply(message, OutboundMessage("".join(seen)))
 
     def wait_for(self, count: int, timeout: float = 30) -> list[tuple[ChannelMessage, OutboundMessage]]:
         with self._changed:
@@ -176,6 +184,19 @@ def test_slack_dm_is_answered_once_despite_100_retries(server: Server, model_ser
     assert sorted(m.event_id for m, _ in replies) == ["D1:1700000000.000100", "D1:1700000001.000100"]
     assert server.journal() == []
     assert len(model_server.requests) == 1
+
+
+def test_a_streaming_channel_gets_the_answer_while_it_is_produced(
+    server: Server, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Hello from Alice, piece by piece."))
+    body, headers = slack_signed(slack_dm("hi alice", "1700000009.000100"))
+    assert server.post("slack-live", body, headers).status_code == 200
+    (message, outbound), = server.replier.wait_for(1)
+    assert outbound.text == "Hello from Alice, piece by piece." and message.adapter_id == "acme~alice~slack-live"
+    assert len(server.replier.streamed) == 1 and len(server.replier.streamed[0]) > 1  # word by word
+    assert server.handled.wait_for("D1:1700000009.000100") == {"D1:1700000009.000100": "replied"}
+    assert server.journal() == []
 
 
 def test_slack_url_verification_and_a_failed_run_gets_a_neutral_line(

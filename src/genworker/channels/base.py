@@ -8,10 +8,10 @@ Replies go through a `ChannelReplier`; proactive messages (briefs, reminders) th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "PLATFORMS",
@@ -26,6 +26,7 @@ __all__ = [
     "InboundRequest",
     "OutboundFormat",
     "OutboundMessage",
+    "StreamingReplier",
 ]
 
 PLATFORMS = ("slack", "feishu", "wecom", "dingtalk", "email")
@@ -82,6 +83,13 @@ class DeliveryResult:
 
 class ChannelReplier(Protocol):
     async def reply(self, message: ChannelMessage, outbound: OutboundMessage) -> DeliveryResult: ...
+
+
+@runtime_checkable
+class StreamingReplier(Protocol):
+    """A replier that can show an answer while it is produced (the channel's `reply_mode`)."""
+
+    async def stream(self, message: ChannelMessage, pieces: AsyncIterable[str]) -> DeliveryResult: ...
 
 
 class ChannelSender(Protocol):

@@ -28,17 +28,17 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from genworker.autonomy.inbox import InboxWriter, new_item
 from genworker.channels import commands
-from genworker.channels.base import Attachment, ChannelMessage, ChannelReplier, OutboundMessage
+from genworker.channels.base import Attachment, ChannelMessage, ChannelReplier, OutboundMessage, StreamingReplier
 from genworker.channels.dedupe import DedupeStore, FileDedupeStore, RedisDedupeStore
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
-from genworker.engine.events import ApprovalRequired
+from genworker.engine.events import ApprovalRequired, TextDelta
 from genworker.fsutil import move_file, write_atomic
 from genworker.ids import safe_join
 from genworker.worker.router import RouteDone, RouteRequest, WorkerRouter
@@ -301,10 +301,46 @@ class ChannelProcessor:
             reply = await commands.handle_command(command, message, allowed, self.commands_backend)
             await self._answer(entry, reply.text)
             return "command"
+        if binding.channel.reply_mode != "complete" and isinstance(self.replier, StreamingReplier):
+            return await self._run_streamed(entry, self.replier)
         answer = await self._run(message)
         if answer is None:
             return "ignored"
         await self._answer(entry, answer)
+        return "failed" if answer == FAILURE_TEXT else "replied"
+
+    async def _run_streamed(self, entry: JournalEntry, replier: StreamingReplier) -> Outcome:
+        """`reply_mode` streaming / card_update: the model's text goes out while it is produced. The
+        answer is journaled once complete; a crash mid-stream leaves the partial message, and the
+        replay finds the run done under its idempotency key, so nothing is sent twice."""
+        message = entry.message
+        pieces: asyncio.Queue[str | None] = asyncio.Queue()
+        streamed: list[str] = []
+
+        async def feed() -> AsyncIterator[str]:
+            while (piece := await pieces.get()) is not None:
+                streamed.append(piece)
+                yield piece
+
+        def on_text(text: str) -> None:
+            pieces.put_nowait(text)
+
+        sending = asyncio.create_task(replier.stream(message, feed()), name=f"stream:{message.event_id}")
+        try:
+            answer = await self._run(message, on_text=on_text)
+        finally:
+            pieces.put_nowait(None)
+            result = await sending
+        if not result.ok:
+            where = f"{message.event_id} on {message.adapter_id}"
+            log.warning("[Channels] streamed reply to %s failed: %s", where, result.error)
+        if answer is None:
+            return "ignored"
+        shown = "".join(streamed)
+        if answer.strip() == shown.strip():
+            await asyncio.to_thread(self.journal.update, entry, answer=answer)
+        else:  # nothing streamed (a workflow), or the run did not finish as streamed: say the rest
+            await self._answer(entry, answer)
         return "failed" if answer == FAILURE_TEXT else "replied"
 
     async def _sense(self, message: ChannelMessage) -> Outcome:
@@ -334,7 +370,7 @@ class ChannelProcessor:
         await self.inbox.write(item)
         return "sensed"
 
-    async def _run(self, message: ChannelMessage) -> str | None:
+    async def _run(self, message: ChannelMessage, *, on_text: Callable[[str], None] | None = None) -> str | None:
         if self.router is None:
             log.error("[Channels] no router: cannot answer %s on %s", message.event_id, message.adapter_id)
             return FAILURE_TEXT
@@ -350,7 +386,9 @@ class ChannelProcessor:
         approval: ApprovalRequired | None = None
         try:
             async for event in self.router.route_stream(req):
-                if isinstance(event, ApprovalRequired):
+                if isinstance(event, TextDelta) and on_text is not None:
+                    on_text(event.text)
+                elif isinstance(event, ApprovalRequired):
                     approval = event
                 elif isinstance(event, RouteDone):
                     return _final_text(event, approval)
