@@ -103,6 +103,17 @@ async def test_racing_runners_admit_a_concern_once(tmp_path: Path, clock: Clock)
     assert sum(isinstance(r[0], Admitted) for r in results) == 1
 
 
+async def test_a_cached_ledger_sees_what_another_process_wrote(tmp_path: Path, clock: Clock) -> None:
+    mine, theirs = ledger(tmp_path, clock), ledger(tmp_path, clock)  # two runtimes on one workspace
+    assert await mine.admit("acme", "w", [("disk-full", "i1")]) == (Admitted("disk-full", "i1"),)
+    seen, new = await theirs.admit("acme", "w", [("disk-full", "i2"), ("cert-expiry", "i3")])
+    assert isinstance(seen, AlreadySeen) and isinstance(new, Admitted)
+    # `mine` decoded the file before `theirs` rewrote it: its cache must not hide the new concern
+    (again,) = await mine.admit("acme", "w", [("cert-expiry", "i4")])
+    assert isinstance(again, AlreadySeen) and again.entry.item_id == "i3"
+    assert [e.concern for e in await mine.entries("acme", "w")] == ["disk-full", "cert-expiry"]
+
+
 async def test_the_file_drops_expired_entries_and_is_capped(tmp_path: Path, clock: Clock) -> None:
     book = ledger(tmp_path, clock, max_entries=5)
     for n in range(20):

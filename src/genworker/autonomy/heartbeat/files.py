@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -62,8 +62,36 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.close(folder)
 
 
-def read_document(adapter: TypeAdapter[T], path: Path, supported: int) -> T | None:
-    """The decoded file, None when it does not exist; HeartbeatFileError when it cannot be used."""
+Signature = tuple[int, int, int, int]
+DocumentCache = dict[Path, tuple[Signature, Any]]
+"""Decoded documents by path and file signature (inode, mtime, ctime, size): every atomic replace
+makes a new inode, so a document another process rewrote is read again. The values are immutable."""
+
+
+def _signature(path: Path) -> Signature | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def read_document(
+    adapter: TypeAdapter[T], path: Path, supported: int, cache: DocumentCache | None = None
+) -> T | None:
+    """The decoded file, None when it does not exist; HeartbeatFileError when it cannot be used.
+    With `cache`, a file unchanged since it was last decoded is not parsed again."""
+    if cache is not None:
+        signature = _signature(path)
+        cached = cache.get(path)
+        if signature is None:
+            cache.pop(path, None)
+            return None
+        if cached is not None and cached[0] == signature:
+            return cast(T, cached[1])
+        document = read_document(adapter, path, supported)
+        cache[path] = (signature, document)
+        return document
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -90,12 +118,20 @@ def read_document(adapter: TypeAdapter[T], path: Path, supported: int) -> T | No
 
 
 def update_document(
-    adapter: TypeAdapter[T], path: Path, supported: int, change: Callable[[T | None], T | None]
+    adapter: TypeAdapter[T],
+    path: Path,
+    supported: int,
+    change: Callable[[T | None], T | None],
+    cache: DocumentCache | None = None,
 ) -> T | None:
     """Read, apply `change` (None: leave the file as it is), write atomically, all under the file's lock."""
     with locked(path):
-        current = read_document(adapter, path, supported)
+        current = read_document(adapter, path, supported, cache)
         new = change(current)
         if new is not None and new is not current:
             write_atomic(path, adapter.dump_json(new, indent=2) + b"\n")
+            if cache is not None:
+                signature = _signature(path)
+                if signature is not None:
+                    cache[path] = (signature, new)
         return new if new is not None else current

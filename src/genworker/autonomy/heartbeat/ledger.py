@@ -24,7 +24,7 @@ from typing import Any, Final
 from pydantic import AwareDatetime, TypeAdapter
 
 from genworker.autonomy.heartbeat.errors import HeartbeatFileError
-from genworker.autonomy.heartbeat.files import read_document, runtime_file, update_document
+from genworker.autonomy.heartbeat.files import DocumentCache, read_document, runtime_file, update_document
 from genworker.autonomy.inbox import InboxItem
 from genworker.workspace.models.base import thaw
 
@@ -131,6 +131,7 @@ class AttentionLedger:
     window: timedelta = DEFAULT_WINDOW
     max_entries: int = DEFAULT_MAX_ENTRIES
     clock: Callable[[], datetime] = field(default=_utc_now)
+    _cache: DocumentCache = field(default_factory=dict, repr=False)  # parsed files while unchanged on disk
 
     def __post_init__(self) -> None:
         if self.window <= timedelta(0):
@@ -178,7 +179,7 @@ class AttentionLedger:
                 result.append(Admitted(concern, item_id))
             return self._file(tenant_id, worker_id, live)
 
-        update_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, change)
+        update_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, change, self._cache)
         return tuple(result)
 
     def _settle(self, tenant_id: str, worker_id: str, settled: dict[str, Settlement]) -> None:
@@ -192,7 +193,7 @@ class AttentionLedger:
                     live[concern] = replace(entry, action=done.action, outcome=done.outcome, ref=done.ref)
             return self._file(tenant_id, worker_id, live)
 
-        update_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, change)
+        update_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, change, self._cache)
 
     def _release(self, tenant_id: str, worker_id: str, claims: tuple[tuple[str, str], ...]) -> None:
         now = self.clock()
@@ -205,10 +206,10 @@ class AttentionLedger:
                     del live[concern]
             return self._file(tenant_id, worker_id, live)
 
-        update_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, change)
+        update_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, change, self._cache)
 
     def _entries(self, tenant_id: str, worker_id: str) -> tuple[LedgerEntry, ...]:
-        current = read_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION)
+        current = read_document(_ADAPTER, self.path(tenant_id, worker_id), LEDGER_SCHEMA_VERSION, self._cache)
         return tuple(self._live(current, tenant_id, worker_id, self.clock()).values())
 
     def _live(
