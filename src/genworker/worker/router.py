@@ -227,14 +227,23 @@ class WorkerRouter:
             yield event
         result, tool_calls = settled.result, settled.tool_calls
         assert result is not None
-        record = await self.tasks.complete(ref, result, tool_calls=tool_calls)
+        # Three independent files, written concurrently; all are on disk before RouteDone (the final event).
+        record, _, _ = await asyncio.gather(
+            self.tasks.complete(ref, result, tool_calls=tool_calls),
+            self._append_turn(session, req, run_id, result),
+            self._remember(binding, req, result, task_id, recalled, scope.secrets),
+        )
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture)
+        yield RouteDone(result, record)
+
+    async def _append_turn(
+        self, session: ConversationSession | None, req: RouteRequest, run_id: str, result: RunResult
+    ) -> None:
+        """A completed run's two messages in its thread (other runs leave the thread as it was)."""
         if session is not None and result.status == "completed":
             await self.sessions.append(
                 session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
             )
-        await self._remember(binding, req, result, task_id, recalled, scope.secrets)
-        yield RouteDone(result, record)
 
     async def _remember(
         self, binding: MemoryBinding, req: RouteRequest, result: RunResult, task_id: str, recalled: RecallResult,
