@@ -134,6 +134,41 @@ def test_a_task_route_starts_a_standard_task_tagged_with_its_sensor(
     assert meta(workspace)["open_concerns"] == []  # closed when the run completed
 
 
+def skill(name: str, keyword: str) -> str:
+    return (
+        f"---\nname: {name}\ndescription: Handles {keyword} work.\nmetadata:\n  genworker:\n"
+        f"    keywords:\n      - {{keyword: {keyword}, weight: 2.0}}\n---\nDo the {keyword} work.\n"
+    )
+
+
+def test_preferred_skills_weigh_in_and_do_not_override_a_clear_match(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    skills = workspace / "tenants/acme/workers/alice/skills"
+    for name, keyword in (("triage", "alert"), ("billing", "invoice")):
+        (skills / name).mkdir(parents=True)
+        (skills / name / "SKILL.md").write_text(skill(name, keyword), encoding="utf-8")
+
+    def runs(skill_text: str) -> Callable[[dict[str, Any]], None]:
+        def check(body: dict[str, Any]) -> None:
+            assert skill_text in json.dumps(body), f"expected the {skill_text!r} skill"
+
+        return check
+
+    model_server.expect(
+        Reply("Looked.", check=runs("Do the invoice work")), Reply("Triaged.", check=runs("Do the alert work"))
+    )
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        vague = hook({"title": "have a look"}, route="task", metadata={"preferred_skill_ids": ["nope", "billing"]})
+        clear = hook(
+            {"title": "alert: disk alert on db-1"}, route="task", metadata={"preferred_skill_ids": ["billing"]}
+        )
+        reports = [beat(client, runtime, vague), beat(client, runtime, clear)]
+        records = [run_record(client, runtime, r.items[0].run_id or "") for r in reports]
+    # the vague one runs the preferred skill; the clear one its keyword match despite the preference
+    assert [r.state for r in records] == ["completed", "completed"]
+
+
 def test_an_isolated_run_has_its_own_thread_and_reports_back(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:

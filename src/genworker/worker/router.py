@@ -73,6 +73,7 @@ class RouteRequest:
     thread_id: str | None = None
     conversational: bool = True  # keep history in the thread session
     skill_id: str | None = None
+    preferred_skill_ids: tuple[str, ...] = ()  # ranked ahead of others when the text matches no better
     duty_id: str | None = None
     trigger_id: str | None = None
     goal_id: str | None = None
@@ -161,6 +162,7 @@ class WorkerRouter:
                 req.trigger_id,
                 req.goal_id,
                 req.skill_id,
+                preferred_skill_ids=req.preferred_skill_ids,
                 approval_ref=req.approval_ref,
             )
         )

@@ -349,7 +349,7 @@ class HeartbeatRunner:
             source_id,
             thread,
             conversational=False,
-            skill_id=next((s for s in decision.preferred_skill_ids if s in worker.skills), None),
+            preferred_skill_ids=decision.preferred_skill_ids,
             duty_id=_text(item.metadata.get("duty_id")),
             trigger_id=_text(item.metadata.get("trigger_id")),
             goal_id=goal_id,
