@@ -84,6 +84,30 @@ def test_chat_streams_a_tool_call_and_answer_as_valid_agui(
     assert len(parsed) == len(events)
 
 
+def test_at_run_finished_the_run_and_the_turn_are_already_stored(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Stored before you hear it."))
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
+    with serve(tmp_path, workspace, model_server) as server, httpx.stream(
+        "POST", server.url + "/api/v1/chat/stream", json={"worker_id": "alice", "message": "hi"}, headers=auth,
+        timeout=60,
+    ) as stream:  # fmt: skip
+        started: dict[str, Any] = {}
+        for line in stream.iter_lines():
+            if not line.startswith("data:"):
+                continue
+            event = json.loads(line[5:])
+            started = started or event
+            if event["type"] == "RUN_FINISHED":  # read the records while the stream is still open
+                run = httpx.get(f"{server.url}/api/v1/workers/alice/runs/{started['runId']}", headers=auth).json()
+                tasks = httpx.get(f"{server.url}/api/v1/chat/{started['threadId']}/tasks", headers=auth).json()
+                break
+    assert run["state"] == "completed" and run["deliverables"][0]["content"] == "Stored before you hear it."
+    assert [t["run_id"] for t in tasks["tasks"]] == [started["runId"]]
+
+
 def test_provider_failure_is_run_error_and_a_failed_run(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:

@@ -236,6 +236,8 @@ class WorkerRouter:
             self._remember(binding, req, result, task_id, recalled, scope.secrets),
         )
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture)
+        if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
+            yield settled.finished
         yield RouteDone(result, record)
 
     async def _append_turn(
@@ -302,15 +304,18 @@ class WorkerRouter:
     async def _engine_events(
         self, engine_req: EngineRequest, context: ManagedContext, ref: RunRef, question: str | None, settled: _Settled
     ) -> AsyncIterator[EngineEvent]:
-        """The engine's events for the client; its result and tool calls land in `settled`. A
-        cross-channel `question` is appended to a completed answer, before RUN_FINISHED."""
+        """The engine's events for the client; its result, tool calls and RUN_FINISHED land in
+        `settled`. A cross-channel `question` is appended to a completed answer."""
         async for item in self._engine(engine_req, context, ref):
             if isinstance(item, RunResult):
                 settled.result = _asking(item, question)
                 continue
-            if isinstance(item, RunFinished) and question and item.outcome == "completed":
-                yield TextDelta(f"\n\n{question}")
-                item = replace(item, output=f"{item.output}\n\n{question}")
+            if isinstance(item, RunFinished):
+                if question and item.outcome == "completed":
+                    yield TextDelta(f"\n\n{question}")
+                    item = replace(item, output=f"{item.output}\n\n{question}")
+                settled.finished = item  # sent once the run's files are written
+                continue
             if isinstance(item, ToolCallResult):
                 kind = "needs_approval" if item.outcome == "approval_required" else item.outcome
                 settled.tool_calls.append(ToolCallRecord(item.name, item.call_id, kind))
@@ -500,6 +505,7 @@ class _Settled:
 
     result: RunResult | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    finished: RunFinished | None = None
 
 
 def _asking(result: RunResult, question: str | None) -> RunResult:
