@@ -100,6 +100,20 @@ class Settings:
         value = self.values.get(key)
         return default if value in (None, "") else value
 
+    def number(self, key: str, default: float, low: float, high: float) -> float:
+        """A numeric setting owned by another component; SettingsError naming the key when it is not
+        a number in [low, high]."""
+        raw = self.get(key)
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            raise SettingsError(f"{key}={raw!r}: must be a number") from None
+        if not low <= value <= high:
+            raise SettingsError(f"{key}={raw!r}: must be between {low:g} and {high:g}")
+        return value
+
 
 def load_settings(
     configs_dir: Path | None = None,

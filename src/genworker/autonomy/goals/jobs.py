@@ -29,7 +29,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.goals.health import GoalProgressChecker
-from genworker.settings import Settings, SettingsError
+from genworker.settings import Settings
 from genworker.worker.confirmations import ConfirmationPolicy, ConfirmationReminders
 from genworker.workspace.snapshot import Worker
 
@@ -46,26 +46,13 @@ class LifecycleSettings:
     suggestion_scan_s: float = 3600.0
 
 
-def _number(settings: Settings, key: str, default: float, low: float, high: float) -> float:
-    raw = settings.get(key)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{key}={raw!r}: must be a number") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{key}={raw!r}: must be between {low:g} and {high:g}")
-    return value
-
-
 def lifecycle_settings(settings: Settings) -> LifecycleSettings:
     day = 86_400.0
     return LifecycleSettings(
-        goal_check_s=_number(settings, "GENWORKER_GOAL_CHECK_INTERVAL_S", 3600.0, 1.0, 7 * day),
-        deviation_threshold=_number(settings, "GENWORKER_GOAL_DEVIATION_THRESHOLD", 0.25, 0.0, 1.0),
-        confirmation_scan_s=_number(settings, "GENWORKER_CONFIRMATION_SCAN_S", 60.0, 1.0, day),
-        suggestion_scan_s=_number(settings, "GENWORKER_SUGGESTION_SCAN_S", 3600.0, 1.0, 7 * day),
+        goal_check_s=settings.number("GENWORKER_GOAL_CHECK_INTERVAL_S", 3600.0, 1.0, 7 * day),
+        deviation_threshold=settings.number("GENWORKER_GOAL_DEVIATION_THRESHOLD", 0.25, 0.0, 1.0),
+        confirmation_scan_s=settings.number("GENWORKER_CONFIRMATION_SCAN_S", 60.0, 1.0, day),
+        suggestion_scan_s=settings.number("GENWORKER_SUGGESTION_SCAN_S", 3600.0, 1.0, 7 * day),
     )
 
 

@@ -40,32 +40,19 @@ class HeartbeatSettings:
             raise ValueError("attention_window and inbox_retention must be positive")
 
 
-def _number(settings: Settings, key: str, default: float, low: float, high: float) -> float:
-    raw = settings.get(key)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SettingsError(f"{key}={raw!r}: must be a number") from None
-    if not low <= value <= high:
-        raise SettingsError(f"{key}={raw!r}: must be between {low:g} and {high:g}")
-    return value
-
-
 def heartbeat_settings(settings: Settings) -> HeartbeatSettings:
     raw_enabled = (settings.get("GENWORKER_HEARTBEAT_ENABLED") or "true").strip().lower()
     if raw_enabled not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
         raise SettingsError(f"GENWORKER_HEARTBEAT_ENABLED={raw_enabled!r}: must be true or false")
     return HeartbeatSettings(
         enabled=raw_enabled in ("1", "true", "yes", "on"),
-        interval_s=_number(settings, "GENWORKER_HEARTBEAT_INTERVAL_S", 300.0, 0.01, 86_400.0),
-        batch_size=int(_number(settings, "GENWORKER_HEARTBEAT_BATCH_SIZE", 20, 1, 500)),
-        lease_s=_number(settings, "GENWORKER_HEARTBEAT_LEASE_S", 600.0, 1.0, 86_400.0),
+        interval_s=settings.number("GENWORKER_HEARTBEAT_INTERVAL_S", 300.0, 0.01, 86_400.0),
+        batch_size=int(settings.number("GENWORKER_HEARTBEAT_BATCH_SIZE", 20, 1, 500)),
+        lease_s=settings.number("GENWORKER_HEARTBEAT_LEASE_S", 600.0, 1.0, 86_400.0),
         attention_window=timedelta(
-            seconds=_number(settings, "GENWORKER_HEARTBEAT_ATTENTION_WINDOW_S", 21_600.0, 1.0, 30 * 86_400.0)
+            seconds=settings.number("GENWORKER_HEARTBEAT_ATTENTION_WINDOW_S", 21_600.0, 1.0, 30 * 86_400.0)
         ),
         inbox_retention=timedelta(
-            seconds=_number(settings, "GENWORKER_INBOX_RETENTION_S", 7 * 86_400.0, 60.0, 3650 * 86_400.0)
+            seconds=settings.number("GENWORKER_INBOX_RETENTION_S", 7 * 86_400.0, 60.0, 3650 * 86_400.0)
         ),
     )

@@ -7,7 +7,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, TypeVar, cast
 from pydantic import TypeAdapter, ValidationError
 
 from genworker.autonomy.heartbeat.errors import HeartbeatFileError
+from genworker.fsutil import write_atomic
 from genworker.ids import safe_join, validate_id
 
 __all__ = ["locked", "read_document", "runtime_file", "update_document", "write_atomic"]
@@ -41,25 +41,6 @@ def locked(path: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # also releases the lock
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename over `path`, fsync of the folder."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        Path(name).replace(path)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
-    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
 
 
 Signature = tuple[int, int, int, int]
