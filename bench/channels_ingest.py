@@ -30,32 +30,15 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from wechatpy.enterprise.crypto import WeChatCrypto
 
 from chat_http import free_port, process
+from webhook import BASELINE  # the same bare append + fsync endpoint as P2
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "channels_ingest.json"
 
-SLACK_SECRET = "bench-slack-signing-secret-0001"
+SLACK_SECRET = "fake-slack-signing-secret"
 FEISHU_TOKEN, FEISHU_KEY = "bench-feishu-token", "bench-feishu-encrypt-key"
 WECOM_TOKEN, WECOM_AES, CORP_ID = "QDG6eK", "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C", "wx5823bf96d3bd56c7"
-DING_SECRET = "bench-dingtalk-app-secret"
-
-BASELINE = """
-import os, sys, threading
-import uvicorn
-from fastapi import FastAPI, Request
-from fastapi.concurrency import run_in_threadpool
-app = FastAPI()
-path = sys.argv[2]
-lock = threading.Lock()
-def append(line: bytes) -> None:
-    with lock, open(path, "ab") as fh:
-        fh.write(line + b"\\n"); fh.flush(); os.fsync(fh.fileno())
-@app.post("/ingest")
-async def ingest(request: Request) -> dict:
-    await run_in_threadpool(append, await request.body())
-    return {}
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
-"""
+DING_SECRET = "fake-dingtalk-app-secret"
 
 Request = tuple[bytes, dict[str, str], dict[str, str]]  # body, headers, query
 

@@ -79,8 +79,7 @@ def test_two_processes_fire_each_slot_once(
         slots = Counter(str(r["provenance"]["scheduled_for"]) for r in records)  # type: ignore[index]
         assert slots and max(slots.values()) == 1, f"a slot ran twice: {slots}"
         assert len(model.requests) == len(records)  # one model call per run: no fire reached the model twice
-        owners = {r["owner"] for r in records}
-        assert owners <= {None} | {o for o in owners if isinstance(o, str) and o.startswith("rt_")}
+        assert all(str(r["owner"]).startswith("rt_") for r in records)  # each run names the process that ran it
         assert not any(r["state"] == "interrupted" for r in records), logs  # nobody interrupted a live run
         assert all("Traceback" not in log for log in logs), logs
 

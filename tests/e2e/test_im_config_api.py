@@ -23,7 +23,7 @@ from genworker.channels.base import OutboundMessage
 from genworker.settings import load_settings
 from genworker.testing.live_server import LiveServer
 
-BOT_TOKEN = "xoxb-very-secret-bot-token"
+BOT_TOKEN = "xoxb-fake-bot-token"
 SIGNING = "slack-signing-secret-value"
 
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import genworker
 from genworker.autonomy.inbox.store import InboxStore
+from genworker.testing.ast_rules import Violation, docstring_ids, uses_names
 
 SRC = Path(genworker.__file__).resolve().parent
 AGGREGATE = "autonomy/inbox/aggregate.py"
@@ -37,13 +37,6 @@ INBOX_VALUES = frozenset({"InboxItem", "InboxState"})
 PATH_CALLS = frozenset({"safe_join", "joinpath", "Path", "PurePath", "PurePosixPath", "join"})
 
 
-@dataclass(frozen=True)
-class Violation:
-    line: int
-    rule: str
-    detail: str
-
-
 def _dotted(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -54,25 +47,6 @@ def _dotted(node: ast.expr) -> str:
     return ""
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
-def _uses_inbox_values(tree: ast.Module) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(alias.name in INBOX_VALUES for alias in node.names):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr in INBOX_VALUES:
-            return True
-    return False
-
-
 def _is_inbox(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value == "inbox"
 
@@ -80,8 +54,8 @@ def _is_inbox(node: ast.expr) -> bool:
 def violations(source: str, *, exempt: frozenset[str] = frozenset()) -> list[Violation]:
     """Every rule not in `exempt` broken by `source`."""
     tree = ast.parse(source)
-    docstrings = _docstrings(tree)
-    uses_items = _uses_inbox_values(tree)
+    docstrings = docstring_ids(tree)
+    uses_items = uses_names(tree, INBOX_VALUES)
     found = [v for node in ast.walk(tree) for v in _check(node, docstrings, uses_items) if v.rule not in exempt]
     return sorted(found, key=lambda v: (v.line, v.rule))
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import genworker
+from genworker.testing.ast_rules import Violation, docstring_ids, uses_names
 from genworker.worker.lifecycle.store import TaskStore
 
 SRC = Path(genworker.__file__).resolve().parent
@@ -46,13 +46,6 @@ PATH_SEGMENTS = frozenset({"runs", "tasks", "_idempotency"})
 PATH_CALLS = frozenset({"safe_join", "joinpath", "Path", "PurePath", "PurePosixPath", "join"})
 
 
-@dataclass(frozen=True)
-class Violation:
-    line: int
-    rule: str
-    detail: str
-
-
 def _name(node: ast.expr) -> str:
     if isinstance(node, ast.Name):
         return node.id
@@ -61,33 +54,14 @@ def _name(node: ast.expr) -> str:
     return ""
 
 
-def _docstrings(tree: ast.Module) -> set[int]:
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and node.body:
-            first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
-                found.add(id(first.value))
-    return found
-
-
-def _uses_run_values(tree: ast.Module) -> bool:
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(alias.name in RUN_VALUES for alias in node.names):
-            return True
-        if isinstance(node, ast.Attribute) and node.attr in RUN_VALUES:
-            return True
-    return False
-
-
 def _segment(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value in PATH_SEGMENTS
 
 
 def violations(source: str) -> list[Violation]:
     tree = ast.parse(source)
-    docstrings = _docstrings(tree)
-    uses_runs = _uses_run_values(tree)
+    docstrings = docstring_ids(tree)
+    uses_runs = uses_names(tree, RUN_VALUES)
     found: list[Violation] = []
     for node in ast.walk(tree):
         found.extend(_check(node, docstrings, uses_runs))

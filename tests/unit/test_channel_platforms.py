@@ -37,10 +37,10 @@ from genworker.workspace.models.credentials import (
 )
 from genworker.workspace.models.persona import Channel
 
-SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"  # the example secret of Slack's signing docs
+SLACK_SECRET = "fake-slack-signing-secret"
 FEISHU_TOKEN, FEISHU_KEY = "v-token-test", "e-key-test"
 WECOM_TOKEN, WECOM_AES, CORP_ID = "QDG6eK", "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C", "wx5823bf96d3bd56c7"
-DING_SECRET = "ding-app-secret-test"
+DING_SECRET = "fake-dingtalk-app-secret"
 
 
 def binding(platform: str, credentials: Any, **features: Any) -> ChannelBinding:

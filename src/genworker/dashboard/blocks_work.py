@@ -6,6 +6,7 @@ Run records are read once per request (`BlockContext.shared`) and shared by the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import asdict
 from typing import Any
 
@@ -198,12 +199,10 @@ def _decision(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any]:
     assert verdict is not None
     reasons = [{"code": "", "message": r} for r in verdict.reasons]
     ref = run.provenance.policy_snapshot_ref
-    if ref:
-        try:
+    if ref:  # an unreadable snapshot leaves the run record's own reasons
+        with contextlib.suppress(SnapshotError):
             snapshot = snapshots.load_policy(run.tenant_id, run.worker_id, ref)
             reasons = [{"code": r.code, "message": r.message} for r in snapshot.decision.reasons]
-        except SnapshotError:
-            pass  # the verdict in the run record still says what was decided
     return {
         "at": run.timings.queued_at.isoformat(),
         "run_id": run.run_id,

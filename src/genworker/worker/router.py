@@ -24,7 +24,7 @@ from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
 from genworker.llm.client import LLMClient
 from genworker.memory import MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
-from genworker.memory.crosschannel import offer_answer
+from genworker.memory.crosschannel import looks_like_continuation, offer_answer
 from genworker.observability.logging import log_decision
 from genworker.observability.metrics import record_gate_result
 from genworker.runtime.tools import ToolRuntime
@@ -269,10 +269,12 @@ class WorkerRouter:
         memory and is recalled from this run on. The question to append to the answer, or None."""
         if self.memory is None or session is None or binding.thread_id is None:
             return None
+        answer = offer_answer(req.text)
+        if answer is None and not looks_like_continuation(req.text):
+            return None  # it neither answers an offer nor continues a matter: no file is read
         offers = self.memory.offers(binding.tenant_id, binding.worker_id)
         pending = await asyncio.to_thread(offers.pending, binding.thread_id)
         if pending:
-            answer = offer_answer(req.text)
             for offer in pending if answer is not None else ():
                 with contextlib.suppress(LookupError, ValueError):  # decided meanwhile by another turn
                     await self.memory.decide_offer(binding, offer.offer_id, answer)  # type: ignore[arg-type]
