@@ -111,7 +111,7 @@ def test_at_run_finished_the_run_and_the_turn_are_already_stored(
 def test_provider_failure_is_run_error_and_a_failed_run(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
-    model_server.expect(Fail(500), Fail(500))  # standard, then fast
+    model_server.expect(Fail(500))  # one model for every tier: nothing to fall back to
     api_key = key(workspace, "acme")
     with serve(tmp_path, workspace, model_server) as server:
         events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})

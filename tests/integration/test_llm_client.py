@@ -61,26 +61,44 @@ async def test_fallback_to_the_next_tier_on_429_and_5xx(
     client = client_for(tmp_path, model_server, GENWORKER_LLM_REASONING_MODEL="openai/scripted-reasoning")
     completion = await client.complete(LLMCallIntent(Purpose.REASON), HI)
     assert completion.text == "from strong"
-    assert completion.record.requested_group == "strong"
+    assert completion.record.requested_group == "default"  # strong, standard and fast share the generic model
     assert completion.record.fallbacks[0].startswith("reasoning: ")
     assert [r["model"] for r in model_server.requests] == ["scripted-reasoning", "scripted-standard"]
 
 
 async def test_fallback_on_timeout(tmp_path: Path, model_server: ScriptedModelServer) -> None:
     model_server.expect(Hang(), Reply("after timeout"))
-    client = client_for(tmp_path, model_server, GENWORKER_LLM_TIMEOUT="1")
+    client = client_for(
+        tmp_path, model_server, GENWORKER_LLM_TIMEOUT="1", GENWORKER_LLM_STRONG_MODEL="openai/scripted-strong"
+    )
     completion = await client.complete(LLMCallIntent(Purpose.PLAN), HI)
     assert completion.text == "after timeout"
     assert completion.record.fallbacks == ("strong: timeout",)
+    assert [r["model"] for r in model_server.requests] == ["scripted-strong", "scripted-standard"]
 
 
 async def test_every_tier_failing_is_an_error_not_content(tmp_path: Path, model_server: ScriptedModelServer) -> None:
     model_server.expect(Fail(429), Fail(429), Fail(429), Fail(429))
-    client = client_for(tmp_path, model_server)
+    tiers = {f"GENWORKER_LLM_{t}_MODEL": f"openai/scripted-{t.lower()}" for t in ("FAST", "STRONG", "REASONING")}
+    client = client_for(tmp_path, model_server, **tiers)
     with pytest.raises(ProviderError) as caught:
         await client.complete(LLMCallIntent(Purpose.REASON), HI)
     assert caught.value.kind == "rate_limited"
     assert len(caught.value.tried) == 4
+
+
+async def test_one_model_for_every_tier_is_one_deployment_and_is_not_retried(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    env = {"GENWORKER_LLM_MODEL": "openai/m", "GENWORKER_LLM_API_KEY": "k"}
+    config = load_model_config(load_settings(tmp_path, env))
+    assert [m["model_name"] for m in config.model_list] == ["default"]
+    assert set(config.tier_groups.values()) == {"default"} and len(config.tier_groups) == 4
+    model_server.expect(Fail(429))
+    with pytest.raises(ProviderError) as caught:
+        await client_for(tmp_path, model_server).complete(LLMCallIntent(Purpose.REASON), HI)
+    assert caught.value.tried == ("default: rate_limited",)  # a fallback goes to a different model, not the same one
+    assert len(model_server.requests) == 1
 
 
 async def test_bad_request_does_not_fall_back(tmp_path: Path, model_server: ScriptedModelServer) -> None:

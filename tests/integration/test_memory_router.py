@@ -131,7 +131,7 @@ def test_a_matter_from_another_channel_is_asked_about_before_it_is_used(
 
 
 def test_a_failed_run_leaves_no_memory(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
-    model_server.expect(Fail(500, "provider exploded"), Fail(500, "provider exploded"))  # standard, then fast
+    model_server.expect(Fail(500, "provider exploded"))  # one model for every tier: nothing to fall back to
     with running(tmp_path, workspace, model_server) as (client, runtime):
         events = route(client, runtime, RouteRequest("acme", "alice", "Do the thing", thread_id="t1"))
         done = events[-1]

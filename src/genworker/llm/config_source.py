@@ -72,27 +72,32 @@ def load_model_config(settings: Settings) -> ModelConfig:
     return ModelConfig(ModelConfigState(False, "", reason))
 
 
+_ENV_PARAMS = {"MODEL": "model", "API_BASE": "api_base", "API_KEY": "api_key"}
+_DEFAULT_GROUP = "default"
+
+
 def _tier_part(tier: Tier | None) -> str:
     return "" if tier is None else f"_{tier.value.upper()}"
 
 
 def _from_env(settings: Settings, timeout: float) -> ModelConfig:
+    """One deployment per distinct model: tiers left to the generic variables share the group
+    `default`, and a fallback only ever moves to a different model. (LiteLLM's per-call pricing
+    also slows down when one model is registered twice.)"""
     model_list: list[dict[str, Any]] = []
+    groups: dict[Tier, str] = {}
     for tier in Tier:
-
-        def pick(name: str, tier: Tier = tier) -> str | None:
-            return settings.get(f"GENWORKER_LLM{_tier_part(tier)}_{name}") or settings.get(f"GENWORKER_LLM_{name}")
-
-        model = pick("MODEL")
-        if not model:
+        specific = {name: settings.get(f"GENWORKER_LLM{_tier_part(tier)}_{name}") for name in _ENV_PARAMS}
+        values = {name: specific[name] or settings.get(f"GENWORKER_LLM_{name}") for name in _ENV_PARAMS}
+        if not values["MODEL"]:
             continue
-        params: dict[str, Any] = {"model": model, "timeout": timeout}
-        if base := pick("API_BASE"):
-            params["api_base"] = base
-        if key := pick("API_KEY"):
-            params["api_key"] = key
-        model_list.append({"model_name": tier.value, "litellm_params": params})
-    groups = {Tier(str(m["model_name"])): str(m["model_name"]) for m in model_list}
+        params: dict[str, Any] = {"model": values["MODEL"], "timeout": timeout}
+        params.update({_ENV_PARAMS[name]: value for name, value in values.items() if value and name != "MODEL"})
+        same = next((m for m in model_list if m["litellm_params"] == params), None)
+        if same is None:
+            same = {"model_name": tier.value if any(specific.values()) else _DEFAULT_GROUP, "litellm_params": params}
+            model_list.append(same)
+        groups[tier] = same["model_name"]
     return ModelConfig(ModelConfigState(True, "environment"), tuple(model_list), MappingProxyType(groups), timeout)
 
 
