@@ -49,9 +49,12 @@ def is_inside(root: Path, path: Path) -> bool:
 
 def safe_join(root: Path, *ids: str, kind: str = "id") -> Path:
     """Join validated ids under `root`; refuse anything that escapes it."""
-    path = root
+    path, linked = root, False
     for part in ids:
         path = path / validate_id(part, kind)
-    if not is_inside(root, path):
+        linked = linked or path.is_symlink()
+    # Valid ids hold no separator and no `..`: without a symlink among them the path is under `root`
+    # as written (one lstat per id instead of resolving both paths); with one, resolve and check.
+    if linked and not is_inside(root, path):
         raise PathEscapeError(f"{path} resolves outside {root}")
     return path

@@ -77,6 +77,17 @@ def test_safe_join_refuses_symlink_out_of_root(tmp_path: Path) -> None:
         safe_join(root, "link", "deeper")
 
 
+def test_safe_join_refuses_a_deeper_symlink_out_of_root_and_a_linked_root_is_fine(tmp_path: Path) -> None:
+    real_root, outside = tmp_path / "real", tmp_path / "outside"
+    (real_root / "t").mkdir(parents=True)
+    outside.mkdir()
+    (real_root / "t" / "escape").symlink_to(outside, target_is_directory=True)
+    (tmp_path / "root").symlink_to(real_root, target_is_directory=True)  # the root itself may be a link
+    assert safe_join(tmp_path / "root", "t", "x") == tmp_path / "root" / "t" / "x"
+    with pytest.raises(PathEscapeError):
+        safe_join(tmp_path / "root", "t", "escape", "file")
+
+
 def test_safe_join_accepts_symlink_that_stays_inside(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
     (tmp_path / "alias").symlink_to(tmp_path / "real", target_is_directory=True)
