@@ -92,3 +92,34 @@ def test_waiting_and_briefs_over_http(tmp_path: Path, workspace: Path, model_ser
         assert cancelled.json()["plan"]["state"] == "cancelled"
         assert call("POST", server, f"/api/v1/workers/alice/waiting/{plan['plan_id']}/cancel", acme).status_code == 409
         assert call("GET", server, "/api/v1/workers/alice/waiting/nope", acme).status_code == 404
+
+
+@pytest.mark.redis
+def test_with_redis_url_briefs_and_plans_live_in_redis(
+    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer, redis_url: str
+) -> None:
+    import uuid
+
+    import redis
+
+    tenant = f"t{uuid.uuid4().hex[:12]}"  # the runtime's key prefix is shared: keep to our own tenant
+    workspace = small_workspace({tenant: ["alice"]})
+    headers = auth(workspace, tenant)
+    try:
+        with serve(tmp_path, workspace, model_server, REDIS_URL=redis_url, GENWORKER_PROFILE="shared") as server:
+            body = {"match_key": "github:issue:42:updated", "title": "Issue 42", "plan_id": "p42"}
+            assert call("POST", server, "/api/v1/workers/alice/waiting", headers, body).status_code == 201
+            brief = call("POST", server, "/api/v1/workers/alice/briefs/generate", headers).json()["brief"]
+            [waiting] = brief["sections"]["waiting"]
+            assert waiting["title"].startswith("Issue 42: waiting for github:issue:42:updated")
+            listed = call("GET", server, "/api/v1/workers/alice/briefs", headers).json()["briefs"]
+            assert [b["brief_id"] for b in listed] == [brief["brief_id"]]
+        with redis.Redis.from_url(redis_url) as r:
+            assert r.hexists(f"gw:{tenant}:briefs:alice:sent", brief["brief_id"])
+        assert not (workspace / "tenants" / tenant / "workers/alice/runtime/briefs").exists()
+        assert not (workspace / "tenants" / tenant / "workers/alice/runtime/waiting").exists()
+    finally:
+        with redis.Redis.from_url(redis_url) as r:
+            keys = list(r.scan_iter(match=f"*{tenant}*"))
+            if keys:
+                r.delete(*keys)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from genworker.autonomy.briefs import BriefService, BriefStore
+from genworker.autonomy.briefs import BriefService, FileBriefStore
 from genworker.autonomy.inbox import FileInboxStore, InboxStore, RedisInboxStore
 from genworker.events import Event, InProcessEventBus
 from genworker.worker.confirmations import (
@@ -212,7 +212,7 @@ async def test_notices_respect_the_interruption_budget_but_escalations_always_ge
             return True
 
     policy = resolve_policy(PolicyOverrides(interruption_budget_per_day=1, quiet_hours=QuietHours(enabled=False)))
-    briefs = BriefService(BriefStore(root), sink=Channel(), policy_of=lambda t, w: policy, clock=Clock())
+    briefs = BriefService(FileBriefStore(root), sink=Channel(), policy_of=lambda t, w: policy, clock=Clock())
     notifier = InboxConfirmationNotifier(FileInboxStore(root), notify=through_briefs(briefs))
     clock = Clock()
     store = ConfirmationStore(root, notifier=notifier, clock=clock)
@@ -232,7 +232,7 @@ async def test_notices_respect_the_interruption_budget_but_escalations_always_ge
             )
         )
     assert [t.split(": ", 1)[1] for t in sent] == ["Pay A"]  # the budget of one is used by the first
-    assert BriefStore(root).pending("acme", "alice") == []  # B is in every brief's confirm section anyway
+    assert FileBriefStore(root).pending("acme", "alice") == []  # B is in every brief's confirm section anyway
     reminders = ConfirmationReminders(store, notifier, ConfirmationPolicy(timedelta(hours=4), timedelta(hours=24)))
     await reminders.scan([("acme", "alice")], now=START + timedelta(hours=24))
     assert sum("escalated" in t for t in sent) == 2  # P0: both escalations interrupt past the budget
@@ -241,7 +241,7 @@ async def test_notices_respect_the_interruption_budget_but_escalations_always_ge
     )
     store.decide("acme", "alice", asked[0].confirmation_id, "approved", "dana")
     await closer.scan([("acme", "alice")], now=START + timedelta(hours=30))
-    (closed,) = BriefStore(root).pending("acme", "alice")  # no budget left: into the next brief
+    (closed,) = FileBriefStore(root).pending("acme", "alice")  # no budget left: into the next brief
     assert closed.section == "done" and closed.ref == asked[1].confirmation_id and "Closed unanswered" in closed.title
 
 

@@ -201,6 +201,30 @@ async def test_tool_needing_approval_stops_the_run(
     assert approval.tool == "send_invoice" and approval.call_id == "inv1"
 
 
+async def test_approval_checkpoint_resumes_the_loop_where_it_stopped(
+    harness: Callable[..., Harness], model_server: ScriptedModelServer
+) -> None:
+    first_turn = (
+        ToolCallReply("lookup", {"city": "Oslo"}, "l1"),
+        ToolCallReply("send_invoice", {"customer": "G"}, "i1"),
+    )
+    model_server.expect(Reply(tool_calls=first_turn), Reply("invoice sent, Oslo is sunny"))
+    h = harness(lookup, send_invoice)
+    stopped = await h.run(skill())
+    assert stopped.status == "approval_required"
+    assistant, looked_up = stopped.checkpoint[-2:]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["l1", "i1"]
+    assert looked_up["tool_call_id"] == "l1"  # the other call's result is kept; the pending one is not answered
+    approved = {"role": "tool", "tool_call_id": "i1", "content": "sent to G"}
+    req = EngineRequest("run-2", skill(), "do it", h.scope, resume=(*stopped.checkpoint, approved))
+    resumed = await EngineDispatcher(EngineDeps(h.llm, h.pipeline)).run(req, h.emit)
+    assert resumed.status == "completed" and resumed.output == "invoice sent, Oslo is sunny"
+    assert resumed.tool_calls == 0  # nothing before the interrupt is run again
+    sent = model_server.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert sent[2]["tool_calls"] == assistant["tool_calls"] and sent[3] == looked_up and sent[4] == approved
+
+
 async def test_provider_failure_is_an_error_event_never_content(
     harness: Callable[..., Harness], model_server: ScriptedModelServer
 ) -> None:

@@ -254,3 +254,40 @@ def test_blocked_work_is_recorded_with_its_reason(
     assert model_server.requests == []
     assert record.state == "failed" and record.error is not None and record.error.code == "governance_blocked"
     assert meta(workspace)["task_refs"][0]["run_state"] == "failed"
+
+
+def test_a_facts_evidence_reaches_the_policy_gate(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    evidence = {
+        "confidence": 0.97,
+        "evidence_sources": ["github", "pagerduty"],
+        "requested_actions": ["internal_status_transition"],
+        "requested_effects": ["external"],
+    }
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        item = hook({"title": "move the ticket", **evidence}, route="task", metadata={"duty_id": "payments"})
+        (result,) = beat(client, runtime, item).items
+        record = run_record(client, runtime, result.run_id or "")
+        assert runtime.router is not None
+        snapshots = runtime.router.governance.snapshots
+        ref = record.provenance.policy_snapshot_ref or ""
+        snapshot = snapshots.load_policy("acme", "alice", ref.rsplit("/", 1)[-1].removesuffix(".json"))
+    assert model_server.requests == [] and record.state == "waiting_approval"  # the tenant did not enable it
+    assert (snapshot.inputs.confidence, snapshot.inputs.evidence_sources) == (0.97, ("github", "pagerduty"))
+    assert snapshot.decision.gate_result == "confirm"
+    assert "the tenant to enable high_risk_auto_enabled" in snapshot.decision.gate_reasons[0].message
+
+
+def test_malformed_evidence_fails_the_item_naming_the_field_without_retry(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        item = hook({"title": "move it", "confidence": 1.5}, route="task")
+        (result,) = beat(client, runtime, item).items
+        assert runtime.inbox is not None
+        inbox = runtime.inbox
+        stored = call(client, lambda: inbox.get("acme", "alice", item.item_id))
+    assert result.outcome == "failed" and "payload.confidence must be a number between 0 and 1" in (result.error or "")
+    assert stored is not None and stored.state == InboxState.DEAD and "payload.confidence" in (stored.last_error or "")
+    assert model_server.requests == []

@@ -26,6 +26,7 @@ from genworker.autonomy.waiting import (
 )
 from genworker.events import InProcessEventBus, new_event
 from genworker.observability.metrics import REGISTRY
+from genworker.workspace.models.base import thaw
 
 pytestmark = pytest.mark.anyio
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -186,6 +187,7 @@ async def test_service_resumes_from_bus_events_once(make_store: Callable[[], Wai
             await service.wait_runs([parked])
         done = await services[1].store.get("acme", "w", parked.plan_id)
         assert done is not None and (done.state, done.event_id is not None) == ("done", True)
+        assert done.event == {"match_key": "github:pr:9:reviewed"}  # the payload, for the resumed run
         assert [(p.plan_id, p.state, dict(p.resume)) for p in rec.resumed] == [
             (parked.plan_id, "running", {"text": "merge it"})
         ]
@@ -227,6 +229,26 @@ async def test_service_timeouts_remind_then_escalate_and_confirmations_wait(
     await service.store.aclose()
 
 
+async def test_the_event_payload_is_stored_on_resumed_and_held_plans(make_store: Callable[[], WaitingStore]) -> None:
+    rec = Recorder()
+    service = WaitingService(make_store(), rec.resume, on_timeout=rec.timeout, clock=lambda: T0)
+    try:
+        run = await service.wait("acme", "w", "ci:build:7:done", plan_id="run")
+        held = await service.wait("acme", "w", "ci:build:7:done", plan_id="held", requires_confirmation=True)
+        payload = {"status": "green", "jobs": [], "meta": {"tags": ["a", "b"], "empty": {}}}
+        woken = await service.on_event("acme", "ci:build:7:done", "ev-1", payload)
+        await service.wait_runs(woken)
+        assert [(p.plan_id, thaw(p.event)) for p in rec.resumed] == [("run", payload)]
+        stored = {p.plan_id: p for p in await service.store.list("acme", "w")}
+        assert (stored["run"].state, thaw(stored["run"].event)) == ("done", payload)
+        assert (stored["held"].state, thaw(stored["held"].event)) == ("gated", payload)  # a person resumes it
+        assert rec.timeouts == [("held", "escalate")]
+        assert await service.on_event("acme", "ci:build:7:done", "ev-2", {"status": "red"}) == []
+        assert {run.plan_id, held.plan_id} == set(stored)
+    finally:
+        await service.stop()
+
+
 async def test_the_file_index_heals_after_a_crash_between_marker_and_plan(tmp_path: Path) -> None:
     store = FileWaitingStore(tmp_path)
     await store.add(plan("kept"))
@@ -259,6 +281,7 @@ async def test_a_sensed_fact_with_a_match_key_wakes_its_plans(tmp_path: Path) ->
         await service.wait_runs([parked])
         [resumed] = rec.resumed
         assert (resumed.plan_id, resumed.event_id) == (parked.plan_id, fact.item_id)  # the fact that woke it
+        assert resumed.event == body  # the item's payload, not the inbox event's
     finally:
         await service.stop()
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from genworker.autonomy.briefs import BriefService, BriefStore, done_runs
+from genworker.autonomy.briefs import BriefService, FileBriefStore, done_runs
 from genworker.engine.base import RunResult
 from genworker.tools.base import Effect
 from genworker.worker.governance import GovernanceInput, TaskGovernanceStage
@@ -79,7 +79,7 @@ async def test_brief_lists_runs_the_gate_sent_to_the_brief(ws: Any) -> None:
         requested_actions=("label",),
         requested_effects=frozenset({Effect.READ}),
     )
-    briefs = BriefService(BriefStore(root), done=done_runs(lifecycle, root), clock=clock)
+    briefs = BriefService(FileBriefStore(root), done=done_runs(lifecycle, root), clock=clock)
     clock.now = T0 + timedelta(minutes=5)
     first = await briefs.generate("acme", "w")
     [item] = first.sections["done"]  # r2 was low risk and reversible: `auto`, silent

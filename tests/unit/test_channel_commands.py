@@ -66,6 +66,15 @@ class RecordingBackend:
     def status(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
         return {"runs_active": 0, "goals": 2}
 
+    async def deferred(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        return [{"id": "undo_1", "tool": "mail__notify", "execute_at": "2026-01-01T00:01:00+00:00"}]
+
+    async def undo(self, tenant_id: str, worker_id: str, undo_id: str, by: str) -> dict[str, Any]:
+        if undo_id == "undo_sent":
+            raise ValueError("undo_sent is already executed: too late to undo")
+        self.calls.append(("undo", undo_id, by))
+        return {"id": undo_id, "state": "undone"}
+
 
 @pytest.fixture
 def worker(write_tree: Callable[[Mapping[str, str]], Path]) -> Worker:
@@ -128,6 +137,16 @@ def test_listing_unknown_and_decided_ids(worker: Worker) -> None:
     assert "No item with id 'gone'" in run("/approve_confirmation gone", "U_BOSS", worker, backend)
     assert "already approved" in run("/approve_confirmation done", "U_BOSS", worker, backend)
     assert run("/approve_confirmation", "U_BOSS", worker, backend).startswith("Usage: /approve_confirmation")
+
+
+def test_undo_commands_are_for_approvers(worker: Worker) -> None:
+    backend = RecordingBackend()
+    assert "only this worker's owner" in run("/undo undo_1", "U_PEER", worker, backend)
+    assert "undo_1: mail__notify at 2026-01-01T00:01:00+00:00" in run("/deferred", "U_BOSS", worker, backend)
+    assert run("/undo undo_1", "U_LEAD", worker, backend) == "Deferred action undo_1 undone: it will not execute."
+    assert "too late to undo" in run("/undo undo_sent", "U_BOSS", worker, backend)
+    assert run("/undo", "U_BOSS", worker, backend).startswith("Usage: /undo <id>")
+    assert backend.calls == [("undo", "undo_1", "slack:U_LEAD")]
 
 
 def test_open_commands(worker: Worker) -> None:

@@ -1,13 +1,16 @@
-"""The undo window behind `undo_window` auto: an armed run's external call is held, an undo in the
-window means it never runs, otherwise it runs once when the window closes; undo and commit never
-both win; a pending call left by a dead process is dropped, not run late."""
+"""The undo window behind `undo_window` auto: a held run's external call is recorded as pending, an
+undo in the window means it never runs, otherwise it runs once when the window ends; undo and
+execution never both win; after a restart `recover()` executes a due call exactly once (also with
+two processes recovering at once), expires one that is far too late, and never re-runs a call whose
+executor died mid-way."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +18,13 @@ import pytest
 
 from genworker.tools.base import Effect, RiskLevel, ToolCall, ToolResult, ToolSpec
 from genworker.tools.context import ToolContext, ToolScope
-from genworker.tools.middlewares.undo_window import UndoNotFound, UndoTooLate, UndoWindow
-from genworker.tools.outcomes import ToolCompleted
+from genworker.tools.middlewares.undo_window import DeferredCall, UndoError, UndoNotFound, UndoTooLate, UndoWindow
+from genworker.tools.outcomes import ToolCompleted, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 
 pytestmark = pytest.mark.anyio
 OBJECT = {"type": "object", "properties": {}, "additionalProperties": True}
+LATER = datetime(2030, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -35,74 +39,143 @@ class Recording:
         return ToolResult(f"{self.spec.name} sent")
 
 
-def setup(tmp_path: Path, window_s: float) -> tuple[ToolPipeline, UndoWindow, Recording, Recording]:
-    undo = UndoWindow(tmp_path, window_s=lambda t, w: window_s)
+@dataclass
+class World:
+    pipeline: ToolPipeline
+    undo: UndoWindow
+    mailer: Recording
+    reader: Recording
+    root: Path
+
+    def window(self, **changes: Any) -> UndoWindow:
+        """Another UndoWindow on the same files and tools: a restarted (or a second) process."""
+        return UndoWindow(self.root, release=self.release, **changes)
+
+    async def release(self, record: DeferredCall) -> ToolOutcome:
+        call = ToolCall(record.call_id, record.tool, record.arguments)
+        return await self.pipeline.execute(scope(self.root, record.run_id, window=None), call, "system")
+
+
+def world(tmp_path: Path) -> World:
     mailer = Recording(ToolSpec("mailer", "send mail", OBJECT, Effect.EXTERNAL, RiskLevel.HIGH, source="test"), [])
     reader = Recording(ToolSpec("reader", "read", OBJECT, Effect.READ, RiskLevel.LOW, source="test"), [])
-    return ToolPipeline([mailer, reader], middlewares=[undo]), undo, mailer, reader
+    w = World(ToolPipeline(), UndoWindow(tmp_path), mailer, reader, tmp_path)
+    w.undo.release = w.release
+    w.pipeline = ToolPipeline([mailer, reader], middlewares=[w.undo])
+    return w
 
 
-def scope(tmp_path: Path, run_id: str = "r1") -> ToolScope:
-    return ToolScope("acme", "w", run_id, tmp_path, trust_level=3)
+def scope(tmp_path: Path, run_id: str = "r1", window: float | None = 3600) -> ToolScope:
+    return ToolScope("acme", "w", run_id, tmp_path, trust_level=3, undo_window_s=window)
 
 
 def undo_id(outcome: Any) -> str:
     assert isinstance(outcome, ToolCompleted)
-    return outcome.result.content.rsplit("undo id ", 1)[1].rstrip(").")
+    return str(outcome.result.data["undo_id"])
 
 
 async def test_undo_inside_the_window_means_the_call_never_runs(tmp_path: Path) -> None:
-    pipeline, undo, mailer, reader = setup(tmp_path, window_s=3600)
-    undo.arm("r1")
-    outcome = await pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"}))
+    w = world(tmp_path)
+    outcome = await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"}))
     uid = undo_id(outcome)
-    assert "unless undone" in outcome.result.content and mailer.calls == []  # type: ignore[union-attr]
-    record = await undo.undo("acme", "w", uid, by="dana")
-    await undo.join()
-    assert (record.state, record.decided_by, mailer.calls) == ("undone", "dana", [])
+    assert "unless a person undoes it" in outcome.result.content and w.mailer.calls == []  # type: ignore[union-attr]
+    [pending] = await w.undo.records("acme", "w", "pending")
+    assert (pending.undo_id, pending.tool, pending.arguments, pending.call_id) == (uid, "mailer", {"to": "boss"}, "c1")
+    record = await w.undo.undo("acme", "w", uid, by="dana")
+    await w.undo.join()
+    assert (record.state, record.decided_by, w.mailer.calls) == ("undone", "dana", [])
     with pytest.raises(UndoTooLate, match="already undone"):
-        await undo.undo("acme", "w", uid, by="dana")
+        await w.undo.undo("acme", "w", uid, by="dana")
     with pytest.raises(UndoNotFound):
-        await undo.undo("acme", "w", "undo_nope", by="dana")
-    # reads, and calls of runs that are not armed, are not held
-    await pipeline.execute(scope(tmp_path), ToolCall("c2", "reader", {}))
-    await pipeline.execute(scope(tmp_path, "r2"), ToolCall("c3", "mailer", {"to": "x"}))
-    assert reader.calls == [{}] and mailer.calls == [{"to": "x"}]
+        await w.undo.undo("acme", "w", "undo_nope", by="dana")
+    # reads, and calls of runs without an undo window, are not held
+    await w.pipeline.execute(scope(tmp_path), ToolCall("c2", "reader", {}))
+    await w.pipeline.execute(scope(tmp_path, "r2", window=None), ToolCall("c3", "mailer", {"to": "x"}))
+    assert w.reader.calls == [{}] and w.mailer.calls == [{"to": "x"}]
 
 
-async def test_the_call_runs_once_when_the_window_closes(tmp_path: Path) -> None:
-    pipeline, undo, mailer, _ = setup(tmp_path, window_s=0)
-    undo.arm("r1")
-    uid = undo_id(await pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
-    await undo.join()
-    record = await undo.get("acme", "w", uid)
-    assert (record.state, record.outcome, mailer.calls) == ("committed", "mailer sent", [{"to": "boss"}])
-    with pytest.raises(UndoTooLate, match="already committed"):
-        await undo.undo("acme", "w", uid, by="dana")
+async def test_the_call_runs_once_when_the_window_ends(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path, window=0), ToolCall("c1", "mailer", {"to": "boss"})))
+    await w.undo.join()
+    record = await w.undo.get("acme", "w", uid)
+    assert (record.state, record.outcome, w.mailer.calls) == ("executed", "mailer sent", [{"to": "boss"}])
+    assert record.decided_by == w.undo.owner
+    with pytest.raises(UndoTooLate, match="already executed"):
+        await w.undo.undo("acme", "w", uid, by="dana")
 
 
-async def test_undo_racing_the_commit_never_both_win(tmp_path: Path) -> None:
-    pipeline, undo, mailer, _ = setup(tmp_path, window_s=0)
-    undo.arm("r1")
-    ids = [undo_id(await pipeline.execute(scope(tmp_path), ToolCall(f"c{i}", "mailer", {"n": i}))) for i in range(8)]
-    results = await asyncio.gather(*(undo.undo("acme", "w", u, by="dana") for u in ids), return_exceptions=True)
-    await undo.join()
-    for uid, result in zip(ids, results, strict=True):
-        record = await undo.get("acme", "w", uid)
-        if isinstance(result, UndoTooLate):
-            assert record.state == "committed"
-        else:
-            assert record.state == "undone"
-    states = [(await undo.get("acme", "w", u)).state for u in ids]
-    assert sorted(call["n"] for call in mailer.calls) == [i for i, state in enumerate(states) if state == "committed"]
+async def test_undo_racing_the_execution_never_both_win(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    ids = [
+        undo_id(await w.pipeline.execute(scope(tmp_path, window=0), ToolCall(f"c{i}", "mailer", {"n": i})))
+        for i in range(8)
+    ]
+    results = await asyncio.gather(*(w.undo.undo("acme", "w", u, by="dana") for u in ids), return_exceptions=True)
+    await w.undo.join()
+    states = [(await w.undo.get("acme", "w", u)).state for u in ids]
+    for result, state in zip(results, states, strict=True):
+        assert state == ("executed" if isinstance(result, UndoTooLate) else "undone")
+    assert sorted(call["n"] for call in w.mailer.calls) == [i for i, s in enumerate(states) if s == "executed"]
 
 
-async def test_a_pending_call_left_by_a_dead_process_is_dropped(tmp_path: Path) -> None:
-    pipeline, undo, mailer, _ = setup(tmp_path, window_s=3600)
-    undo.arm("r1")
-    uid = undo_id(await pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
-    await undo.close()  # the process goes away with the call still in its window
-    restarted = UndoWindow(tmp_path, clock=lambda: datetime(2030, 1, 1, tzinfo=UTC))
-    [dropped] = restarted.recover("acme", "w")
-    assert (dropped.undo_id, dropped.state, mailer.calls) == (uid, "dropped", [])
-    assert restarted.recover("acme", "w") == []
+async def test_a_restart_executes_a_due_call_exactly_once_even_with_two_processes(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
+    await w.undo.close()  # the process goes away with the call in its window: it stays pending
+    assert (await w.undo.get("acme", "w", uid)).state == "pending" and w.mailer.calls == []
+    first, second = w.window(clock=lambda: LATER - timedelta(minutes=5)), w.window(clock=lambda: LATER)
+    first.max_late_s = second.max_late_s = 10 * 365 * 86400.0
+    await asyncio.gather(first.recover(), second.recover())
+    await asyncio.gather(first.join(), second.join())
+    record = await first.get("acme", "w", uid)
+    assert (record.state, w.mailer.calls) == ("executed", [{"to": "boss"}])
+    assert await first.recover() == [] and w.mailer.calls == [{"to": "boss"}]
+
+
+async def test_a_restart_gives_a_call_not_yet_due_a_timer_that_an_undo_still_stops(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
+    await w.undo.close()
+    restarted = w.window()
+    [scheduled] = await restarted.recover()
+    assert scheduled.state == "pending"
+    await restarted.undo("acme", "w", uid, by="dana")
+    await restarted.join()
+    assert ((await restarted.get("acme", "w", uid)).state, w.mailer.calls) == ("undone", [])
+
+
+async def test_a_call_far_past_its_deadline_expires_instead_of_running(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
+    await w.undo.close()
+    restarted = w.window(clock=lambda: LATER, max_late_s=3600)
+    [expired] = await restarted.recover()
+    await restarted.join()
+    assert (expired.undo_id, expired.state, w.mailer.calls) == (uid, "expired", [])
+
+
+async def test_a_call_whose_executor_died_mid_way_is_outcome_unknown_and_never_rerun(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
+    await w.undo.close()
+    record = await w.undo.get("acme", "w", uid)
+    assert w.undo._claim(record, ("pending",), "executing", "dead-process") is not None  # then it crashed
+    alive_elsewhere = w.window()
+    assert await alive_elsewhere.recover(alive=lambda owner: owner == "dead-process") == []  # still running there
+    restarted = w.window()
+    [unknown] = await restarted.recover(alive=lambda owner: False)
+    await restarted.join()
+    assert (unknown.state, w.mailer.calls) == ("outcome_unknown", [])
+    with pytest.raises(UndoTooLate, match="already outcome_unknown"):
+        await restarted.undo("acme", "w", uid, by="dana")
+
+
+async def test_a_record_of_an_unknown_schema_version_is_refused(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {})))
+    await w.undo.close()
+    path = tmp_path / "tenants/acme/workers/w/runtime/undo" / f"{uid}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text("utf-8")), "schema_version": 9}), encoding="utf-8")
+    with pytest.raises(UndoError, match="schema_version 9 is unknown"):
+        await w.undo.get("acme", "w", uid)

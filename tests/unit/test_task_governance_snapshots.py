@@ -14,6 +14,7 @@ from genworker.tools.base import Effect
 from genworker.worker.governance import (
     CONTRACT_DIR,
     POLICY_DIR,
+    TABLE_VERSION,
     Approval,
     ApprovalResolver,
     GovernanceInput,
@@ -75,7 +76,7 @@ def test_the_policy_file_holds_the_inputs_and_the_decision(setup) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["schema_version"] == 1
     assert data["kind"] == "task_governance_policy"
-    assert data["table_version"] == 1
+    assert data["table_version"] == TABLE_VERSION == 2
     assert (data["tenant_id"], data["worker_id"]) == ("acme", "w")
     assert data["inputs"]["duty_id"] == "triage"
     assert data["inputs"]["execution_depth"] == "execute"

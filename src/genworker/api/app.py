@@ -32,6 +32,7 @@ from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import metrics as metrics_routes
 from genworker.api.routes import suggestions as suggestion_routes
+from genworker.api.routes import undo as undo_routes
 from genworker.api.routes import waiting as waiting_routes
 from genworker.observability.request_id import RequestIdMiddleware
 from genworker.runtime.composition import build_runtime
@@ -81,5 +82,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(metrics_routes.router)
     app.include_router(brief_routes.router)
     app.include_router(waiting_routes.router)
+    app.include_router(undo_routes.router)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     return app

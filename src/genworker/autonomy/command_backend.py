@@ -1,6 +1,6 @@
 """AutonomyCommandBackend: what the IM commands (/confirmations, /approve_confirmation,
-/reject_confirmation, /suggestions, /approve_suggestion, /reject_suggestion, /feedback, /status)
-do, over the same stores and aggregates the HTTP API uses.
+/reject_confirmation, /suggestions, /approve_suggestion, /reject_suggestion, /feedback, /status,
+/deferred, /undo) do, over the same stores and aggregates the HTTP API uses.
 
 Unknown ids raise LookupError; an already decided confirmation or suggestion raises ValueError.
 """
@@ -71,6 +71,15 @@ class AutonomyCommandBackend:
 
     def feedback(self, tenant_id: str, worker_id: str, text: str, by: str) -> None:
         self.feedback_store.add(tenant_id, worker_id, text, by)
+
+    async def deferred(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        pending = await self.router.tools.undo.records(tenant_id, worker_id, "pending")
+        return [{"id": d.undo_id, "tool": d.tool, "execute_at": d.execute_at.isoformat()} for d in pending]
+
+    async def undo(self, tenant_id: str, worker_id: str, undo_id: str, by: str) -> dict[str, Any]:
+        """LookupError for an unknown id, ValueError (UndoTooLate) once it executed or was decided."""
+        record = await self.router.tools.undo.undo(tenant_id, worker_id, undo_id, by)
+        return {"id": record.undo_id, "state": record.state, "decided_by": record.decided_by}
 
     def status(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
         today = self.clock().date()

@@ -32,6 +32,8 @@ COMMANDS: dict[str, str] = {
     "approve_suggestion": "<id> accept a suggestion",
     "reject_suggestion": "<id> decline a suggestion",
     "feedback": "<text> tell the worker how it is doing",
+    "deferred": "list actions waiting in their undo window",
+    "undo": "<id> undo a deferred action before it executes",
     "status": "what the worker is doing",
 }
 _PRIVILEGED = frozenset(
@@ -42,10 +44,12 @@ _PRIVILEGED = frozenset(
         "suggestions",
         "approve_suggestion",
         "reject_suggestion",
+        "deferred",
+        "undo",
     }
 )
 _NEEDS_ARG = frozenset(
-    {"approve_confirmation", "reject_confirmation", "approve_suggestion", "reject_suggestion", "feedback"}
+    {"approve_confirmation", "reject_confirmation", "approve_suggestion", "reject_suggestion", "feedback", "undo"}
 )
 _LIST_LIMIT = 10
 _PAST = {"approve": "approved", "reject": "rejected"}
@@ -67,6 +71,10 @@ class CommandBackend(Protocol):
     def feedback(self, tenant_id: str, worker_id: str, text: str, by: str) -> None: ...
 
     def status(self, tenant_id: str, worker_id: str) -> dict[str, Any]: ...
+
+    async def deferred(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]: ...
+
+    async def undo(self, tenant_id: str, worker_id: str, undo_id: str, by: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +138,9 @@ async def handle_command(
     try:
         return CommandReply(command.name, await _run(command, message, backend))
     except LookupError:
-        return CommandReply(command.name, f"No item with id {command.argument!r}; see /confirmations or /suggestions.")
+        return CommandReply(
+            command.name, f"No item with id {command.argument!r}; see /confirmations, /suggestions or /deferred."
+        )
     except ValueError as exc:
         return CommandReply(command.name, f"Cannot do that: {exc}")
 
@@ -155,6 +165,12 @@ async def _run(command: ParsedCommand, message: ChannelMessage, backend: Command
         case "feedback":
             await asyncio.to_thread(backend.feedback, t, w, arg, by)
             return "Thanks, feedback recorded."
+        case "deferred":
+            held = await backend.deferred(t, w)
+            return _listing("Deferred actions", held, lambda d: f"{d.get('tool')} at {d.get('execute_at')}")
+        case "undo":
+            await backend.undo(t, w, arg, by)
+            return f"Deferred action {arg} undone: it will not execute."
         case "status":
             status = await asyncio.to_thread(backend.status, t, w)
             return "\n".join(f"{k}: {v}" for k, v in status.items()) or "No status."

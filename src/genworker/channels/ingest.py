@@ -422,7 +422,7 @@ def _final_text(done: RouteDone, approval: ApprovalRequired | None) -> str | Non
         case "approval_required":
             ref = approval.call_id if approval is not None else "?"
             return f"This needs a confirmation first. Reply /approve_confirmation {ref} or /reject_confirmation {ref}."
-        case "max_turns_exceeded" | "condition_stopped":
+        case "max_turns_exceeded" | "condition_stopped" | "waiting":
             return result.output or FAILURE_TEXT
         case _:
             log.warning(

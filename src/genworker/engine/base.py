@@ -46,6 +46,7 @@ class EngineRequest:
     system: str = ""  # assembled system prompt (identity, rules, ...)
     history: tuple[Message, ...] = ()
     purpose: Purpose = Purpose.TASK
+    resume: tuple[Message, ...] = ()  # a ReAct loop continues from this conversation instead of starting one
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +70,7 @@ class FinalOutput:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
-    reason: Literal["max_turns_exceeded", "condition_stopped"]
+    reason: Literal["max_turns_exceeded", "condition_stopped", "waiting"]  # waiting: a tool suspended the run
     text: str = ""
 
 
@@ -77,6 +78,9 @@ class Interrupted:
 class NeedsApproval:
     call: ToolCall
     reason: str
+    # the conversation up to the call (its assistant message and the other calls' results): with
+    # the approved call's result appended, the loop continues exactly where it stopped
+    checkpoint: tuple[Message, ...] = ()
 
 
 StepOutcome = RunAgain | FinalOutput | Interrupted | NeedsApproval
@@ -84,7 +88,7 @@ StepOutcome = RunAgain | FinalOutput | Interrupted | NeedsApproval
 
 # -- the whole run ------------------------------------------------------------------
 
-RunStatus = Literal["completed", "max_turns_exceeded", "approval_required", "condition_stopped", "failed"]
+RunStatus = Literal["completed", "max_turns_exceeded", "approval_required", "condition_stopped", "waiting", "failed"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,3 +103,4 @@ class RunResult:
     pending_approval: ToolCall | None = None
     fallback: Mapping[str, str] = field(default_factory=dict)  # {"from", "to", "reason"} when used
     step_outputs: Mapping[str, Any] = field(default_factory=dict)
+    checkpoint: tuple[Message, ...] = ()  # approval_required in a ReAct loop: where to continue (NeedsApproval)

@@ -85,14 +85,17 @@ class EngineDispatcher:
 
     async def _react(self, req: EngineRequest, emit: Emit) -> RunResult:
         loop = ReactLoop(self.deps, req, emit)
-        outcome = await loop.run(initial_messages(req), req.skill.spec.settings.strategy.max_turns)
+        outcome = await loop.run(req.resume or initial_messages(req), req.skill.spec.settings.strategy.max_turns)
         match outcome:
             case FinalOutput(text=text):
                 return RunResult("completed", text, "react", tool_calls=loop.tool_calls)
             case Interrupted(reason=reason, text=text):
                 return RunResult(reason, text, "react", tool_calls=loop.tool_calls)
-            case NeedsApproval(call=call):
-                return RunResult("approval_required", "", "react", tool_calls=loop.tool_calls, pending_approval=call)
+            case NeedsApproval(call=call, checkpoint=checkpoint):
+                return RunResult(
+                    "approval_required", "", "react", tool_calls=loop.tool_calls, pending_approval=call,
+                    checkpoint=checkpoint,
+                )  # fmt: skip
             case RunAgain():
                 raise AssertionError("ReactLoop.run never returns RunAgain")
             case _:

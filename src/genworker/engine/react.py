@@ -28,7 +28,7 @@ from genworker.engine.events import (
 )
 from genworker.llm.client import Completion, ModelToolCall, StreamDone, TextChunk, ToolCallChunk
 from genworker.llm.intent import LLMCallIntent
-from genworker.tools.base import ToolCall
+from genworker.tools.base import Suspend, ToolCall
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolNeedsApproval, ToolOutcome, outcome_text
 
 __all__ = ["ReactLoop", "initial_messages"]
@@ -79,7 +79,13 @@ class ReactLoop:
         ]
         for call, outcome in zip(completion.tool_calls, outcomes, strict=True):
             if isinstance(outcome, ToolNeedsApproval):
-                return NeedsApproval(ToolCall(call.id, call.name, _parse(call.arguments) or {}), outcome.reason)
+                others = tuple(r for r in replies if r["tool_call_id"] != call.id)
+                pending = ToolCall(call.id, call.name, _parse(call.arguments) or {})
+                return NeedsApproval(pending, outcome.reason, (*messages, assistant, *others))
+        suspend = _suspend(outcomes)
+        if suspend is not None:  # e.g. wait_for_event: the run ends here, waiting
+            await self.emit(TextDelta(suspend.message, self.step_id))
+            return Interrupted("waiting", suspend.message)
         return RunAgain((*messages, assistant, *replies))
 
     async def _model(self, messages: Sequence[Message]) -> Completion:
@@ -124,6 +130,13 @@ def _parse(arguments: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def _suspend(outcomes: Sequence[ToolOutcome]) -> Suspend | None:
+    for outcome in outcomes:
+        if isinstance(outcome, ToolCompleted) and isinstance(outcome.result.data, Suspend):
+            return outcome.result.data
+    return None
 
 
 def _kind(outcome: ToolOutcome) -> Any:

@@ -81,9 +81,9 @@ class WorkflowEngine:
                 case _SkipNext():
                     skip = True
                     await emit(StepFinished(step.id, "completed", False))
-                case Interrupted(reason=reason):
+                case Interrupted(reason=reason, text=text):
                     await emit(StepFinished(step.id, "completed", False))
-                    return RunResult(reason, _text(last), engine, tool_calls=tool_calls, step_outputs=state)
+                    return RunResult(reason, text or _text(last), engine, tool_calls=tool_calls, step_outputs=state)
                 case NeedsApproval(call=call):
                     return RunResult(
                         "approval_required",

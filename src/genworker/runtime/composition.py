@@ -21,7 +21,14 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from genworker.autonomy.briefs import BriefService, BriefStore, ChannelBriefSink, done_runs
+from genworker.autonomy.briefs import (
+    BriefService,
+    BriefStore,
+    ChannelBriefSink,
+    FileBriefStore,
+    RedisBriefStore,
+    done_runs,
+)
 from genworker.autonomy.command_backend import AutonomyCommandBackend
 from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
 from genworker.autonomy.goals import GoalAggregate, GoalProgressChecker, GoalProgressProjector
@@ -32,6 +39,7 @@ from genworker.autonomy.sensing import SensorRegistry
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
 from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, WaitingService, WaitingStore
 from genworker.autonomy.waiting.resume import registry_policy, resume_through, scan_interval, timeout_to_brief
+from genworker.autonomy.waiting.runs import park_run
 from genworker.channels.email import EmailPolling
 from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
@@ -42,7 +50,7 @@ from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
-from genworker.runtime.tools import ToolRuntime
+from genworker.runtime.tools import ToolRuntime, WorkerLookup, undo_events
 from genworker.settings import Settings
 from genworker.worker.confirmations import (
     ConfirmationReminders,
@@ -56,6 +64,7 @@ from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
 from genworker.worker.router import WorkerRouter
 from genworker.worker.skill_matcher import SkillMatcher
+from genworker.workspace.models import Tenant
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.workspace.watcher import WorkspaceWatcher
@@ -117,6 +126,8 @@ class Runtime:
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
         await build_autonomy(self)
+        self.tools.undo.owner = self.leases.instance_id  # deferred calls left by a stopped process: run or expire
+        await self.tools.undo.recover(alive=self.leases.alive)
         # channels: outbound delivery first (the ingress replies through it), vendor API bases from settings
         self.channel_replier = ChannelDelivery(
             ChannelRegistry(self.registry), endpoints=VendorEndpoints.from_settings(self.settings.get)
@@ -191,6 +202,7 @@ class Runtime:
                     orphans = await self.router.tasks.recover_orphans(leases.alive)
                     if orphans:
                         log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
+                    await self.tools.undo.recover(alive=leases.alive)  # and its deferred calls
             except Exception:  # Redis or the disk hiccuped: try again next beat
                 log.exception("[Runtime] instance lease renewal failed")
         with contextlib.suppress(Exception):
@@ -400,7 +412,7 @@ def build_runtime(settings: Settings) -> Runtime:
         registry=registry,
         model=llm.config.state,
         llm=llm,
-        tools=ToolRuntime(registry.root, _script_dir(settings)),
+        tools=ToolRuntime(registry.root, _script_dir(settings), workers=_loaded(registry)),
     )
     steps: list[tuple[str, Callable[[Runtime], ComponentRuntimeStatus]]] = [
         ("workspace", _workspace),
@@ -459,6 +471,7 @@ async def build_autonomy(runtime: Runtime) -> None:
         runtime.bus = InProcessEventBus()
         runtime.inbox = FileInboxStore(root, bus=runtime.bus)
     runtime.inbox_aggregate = InboxAggregate(runtime.inbox, bus=runtime.bus)
+    runtime.tools.undo.announce = undo_events(runtime.bus)
     if runtime.metrics is None:  # condition triggers read inbox counts and metrics reported over the API
         runtime.metrics = WorkerMetrics(root, runtime.inbox)
     settings = heartbeat_settings(runtime.settings)
@@ -470,8 +483,9 @@ async def build_autonomy(runtime: Runtime) -> None:
     policy_of = registry_policy(runtime.registry)
     shared = runtime.redis is not None and url
     waiting_store: WaitingStore = RedisWaitingStore(url) if shared and url else FileWaitingStore(root)
+    brief_store: BriefStore = RedisBriefStore(runtime.redis) if shared and runtime.redis else FileBriefStore(root)
     runtime.briefs = BriefService(
-        BriefStore(root), policy_of=policy_of, waiting=waiting_store, done=done_runs(runtime.router.tasks, root)
+        brief_store, policy_of=policy_of, waiting=waiting_store, done=done_runs(runtime.router.tasks, root)
     )
     runtime.waiting = WaitingService(
         waiting_store,
@@ -482,6 +496,7 @@ async def build_autonomy(runtime: Runtime) -> None:
         policy_of=policy_of,
         scan_interval_s=scan_interval(runtime.settings),
     )
+    runtime.tools.waits.park = partial(park_run, runtime.waiting, runtime.router)  # the wait_for_event tool
     build_lifecycle(runtime)
 
 
@@ -596,6 +611,14 @@ def _governance(runtime: Runtime) -> ComponentRuntimeStatus:
     return ComponentRuntimeStatus(
         "task_governance", ComponentStatus.READY, "", "filesystem", {"decision_table_version": TABLE_VERSION}
     )
+
+
+def _loaded(registry: WorkspaceRegistry) -> WorkerLookup:
+    def lookup(tenant_id: str, worker_id: str) -> tuple[Tenant, Worker] | None:
+        state, worker = registry.tenant(tenant_id), registry.worker(tenant_id, worker_id)
+        return (state.tenant, worker) if state is not None and worker is not None else None
+
+    return lookup
 
 
 def _script_dir(settings: Settings) -> Path | None:

@@ -1,33 +1,60 @@
 """Per-worker tool environments: one ToolPipeline per worker (builtin tools + that worker's
-MCP servers), the scope a run may use, and their statuses for the debug endpoint."""
+MCP servers), the scope a run may use, and their statuses for the debug endpoint.
+
+Every pipeline has the step journal and the undo window as its extra middlewares; the undo
+window holds calls only in runs whose scope carries `undo_window_s`, and releases them here,
+through the same pipeline, once their window ends."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import SecretStr
 
+from genworker.events import EventBus, new_event
 from genworker.runtime.status import ComponentRuntimeStatus
 from genworker.tools.audit import WorkerAuditSink
-from genworker.tools.base import Tool
+from genworker.tools.base import Tool, ToolCall
 from genworker.tools.builtin import builtin_tools
 from genworker.tools.builtin.bash import bash_execute_tool
 from genworker.tools.builtin.execute_code import execute_code_tool
+from genworker.tools.builtin.waiting import WaitSlot, wait_for_event_tool
 from genworker.tools.context import Posture, ToolScope
 from genworker.tools.effects import EffectResolver, EffectTable
 from genworker.tools.journal import Journaling, StepJournal
 from genworker.tools.mcp.config import MCPServerConfig
+from genworker.tools.middlewares.undo_window import DeferredCall, UndoWindow
+from genworker.tools.outcomes import ToolFailed, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.script_tools import scan_script_tools
 from genworker.workspace.models import Tenant
 from genworker.workspace.snapshot import Worker
 
-__all__ = ["ToolRuntime", "WorkerTools"]
+__all__ = ["ToolRuntime", "WorkerLookup", "WorkerTools", "undo_events"]
 
 log = logging.getLogger("genworker.tools")
+
+WorkerLookup = Callable[[str, str], tuple[Tenant, Worker] | None]  # (tenant_id, worker_id) -> loaded, or None
+
+
+def undo_events(bus: EventBus) -> Callable[[DeferredCall], Awaitable[None]]:
+    """The undo window's announcer: `undo.{state}` (undone, executed, failed, expired, outcome_unknown)."""
+
+    async def announce(record: DeferredCall) -> None:
+        payload = {k: record.as_json()[k] for k in ("undo_id", "run_id", "tool", "decided_by", "outcome")}
+        event = new_event(
+            f"undo.{record.state}",
+            source="undo_window",
+            tenant_id=record.tenant_id,
+            worker_id=record.worker_id,
+            payload=payload,
+        )
+        await bus.publish(event)
+
+    return announce
 
 
 @dataclass
@@ -39,13 +66,18 @@ class WorkerTools:
 
 
 class ToolRuntime:
-    def __init__(self, workspace_root: Path, script_dir: Path | None = None) -> None:
+    def __init__(
+        self, workspace_root: Path, script_dir: Path | None = None, *, workers: WorkerLookup | None = None
+    ) -> None:
         self.root = workspace_root
         self.script_dir = script_dir
         self.script_issues: tuple[str, ...] = ()
         self.effects = EffectResolver(workspace_root)
         self.audit = WorkerAuditSink(workspace_root)
         self.journal = StepJournal(workspace_root)  # side-effecting calls, for crash recovery
+        self.undo = UndoWindow(workspace_root, release=self.release)
+        self.workers = workers  # how a released call finds its tenant and worker
+        self.waits = WaitSlot()  # wait_for_event parks runs here; the composition fills it
         self._workers: dict[tuple[str, str], WorkerTools] = {}
 
     def worker_dir(self, worker: Worker) -> Path:
@@ -53,7 +85,7 @@ class ToolRuntime:
 
     def builtin(self) -> list[Tool]:
         """The builtin tools every worker's pipeline has (execute_code unbound: names only)."""
-        return [*builtin_tools(), bash_execute_tool(), execute_code_tool(ToolPipeline)]
+        return [*builtin_tools(), bash_execute_tool(), execute_code_tool(ToolPipeline), wait_for_event_tool(self.waits)]
 
     def pipeline_for(self, worker: Worker) -> ToolPipeline:
         return self._tools(worker).pipeline
@@ -62,9 +94,13 @@ class ToolRuntime:
         tools = self._workers.get(worker.key)
         if tools is None:
             pipeline = ToolPipeline(
-                builtin_tools(), effects=self.effects, audit=self.audit, middlewares=(Journaling(self.journal),)
+                builtin_tools(),
+                effects=self.effects,
+                audit=self.audit,
+                middlewares=(Journaling(self.journal), self.undo),
             )
             pipeline.register(bash_execute_tool())
+            pipeline.register(wait_for_event_tool(self.waits))
             pipeline.register(execute_code_tool(lambda: pipeline))  # its tool calls come back through here
             for script in self.script_tools(pipeline):
                 pipeline.register(script)
@@ -124,8 +160,20 @@ class ToolRuntime:
             tools.mcp = None
 
     async def stop(self) -> None:
+        await self.undo.close()
         for tools in self._workers.values():
             await self._stop_mcp(tools)
+
+    async def release(self, record: DeferredCall) -> ToolOutcome:
+        """Run a deferred call whose undo window ended, through its worker's pipeline as it is now
+        (policy, trust and posture checked again), in the run it came from."""
+        found = self.workers(record.tenant_id, record.worker_id) if self.workers is not None else None
+        if found is None:
+            return ToolFailed("error", f"worker {record.tenant_id}/{record.worker_id} is not loaded")
+        tenant, worker = found
+        scope = self.scope(tenant, worker, record.run_id, posture=record.posture)
+        call = ToolCall(record.call_id, record.tool, record.arguments)
+        return await self.pipeline_for(worker).execute(scope, call, "system")
 
     def statuses(self) -> list[ComponentRuntimeStatus]:
         found: list[ComponentRuntimeStatus] = []
@@ -142,6 +190,7 @@ class ToolRuntime:
         *,
         posture: Posture = "normal",
         approved_call_ids: frozenset[str] = frozenset(),
+        undo_window_s: float | None = None,
     ) -> ToolScope:
         policy = worker.persona.tool_policy
         worker_table, tenant_table = self._effect_tables(tenant, worker)
@@ -159,6 +208,7 @@ class ToolRuntime:
             secrets=_secrets(worker),
             worker_effect_overrides=worker_table,
             tenant_effect_overrides=tenant_table,
+            undo_window_s=undo_window_s,
         )
 
     def _effect_tables(self, tenant: Tenant, worker: Worker) -> tuple[EffectTable, EffectTable]:

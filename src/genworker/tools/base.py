@@ -21,6 +21,7 @@ __all__ = [
     "HIDDEN_FROM_LLM",
     "Effect",
     "RiskLevel",
+    "Suspend",
     "Tool",
     "ToolCall",
     "ToolDefinitionError",
@@ -79,6 +80,15 @@ class ToolCall:
     id: str
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """A tool result's `data` that ends the run without failing it: the run now waits (e.g. for an
+    event); `message` tells the user what it waits for."""
+
+    message: str
+    ref: str = ""  # what the run waits on, e.g. a WAITING plan id
 
 
 @dataclass(frozen=True, slots=True)

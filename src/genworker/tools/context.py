@@ -36,6 +36,7 @@ class ToolScope:
     secrets: tuple[str, ...] = field(default=(), repr=False)  # values redacted from results
     worker_effect_overrides: EffectTable | None = None  # PERSONA.md tool_effect_overrides
     tenant_effect_overrides: EffectTable | None = None  # TENANT.json tool_effect_overrides
+    undo_window_s: float | None = None  # set: external/delegate calls are held this long (undo window)
 
 
 @dataclass(frozen=True, slots=True)

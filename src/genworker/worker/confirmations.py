@@ -28,6 +28,7 @@ from genworker.events import EventBus, EventBusError, new_event
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.worker.governance import Approval
+from genworker.worker.governance.evidence import evidence_from
 
 if TYPE_CHECKING:  # the router imports this module
     from genworker.autonomy.briefs import BriefService
@@ -121,6 +122,7 @@ class Confirmation:
     tool_call: dict[str, Any] | None = None
     posture: str = "normal"
     approval_ref: str | None = None  # the gate approval the waiting run carried, if any
+    evidence: dict[str, Any] | None = None  # the request's confidence / sources / actions (governance.evidence)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -618,6 +620,7 @@ async def resolve(
         trigger_id=decided.trigger_id,
         goal_id=decided.goal_id,
         approval_ref=confirmation_id if decided.kind == "gate" else decided.approval_ref,
+        evidence=evidence_from(decided.evidence or {}, f"confirmation {confirmation_id} evidence"),
     )
     record, output = await (run or partial(_run_to_end, router))(req)
     return Resolution(decided, record, output)

@@ -34,6 +34,7 @@ from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
 from genworker.worker.governance import GovernanceDecision, GovernanceInput, GovernanceOutcome, TaskGovernanceStage
+from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence
 from genworker.worker.governance.models import SourceType
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.skill_matcher import SkillMatch, SkillMatcher, UnknownSkillError
@@ -81,6 +82,7 @@ class RouteRequest:
     history: tuple[Message, ...] = ()  # stateless callers (OpenAI-compatible) send their own
     idempotency_key: str | None = None  # a second request with the same key gets the first run back
     scheduled_for: datetime | None = None
+    evidence: Evidence = NO_EVIDENCE  # an inferred action's confidence, sources, actions (the Policy Gate's)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,11 @@ class WorkerRouter:
                 req.skill_id,
                 preferred_skill_ids=req.preferred_skill_ids,
                 approval_ref=req.approval_ref,
+                requested_actions=req.evidence.actions,
+                requested_effects=req.evidence.effects,
+                confidence=req.evidence.confidence,
+                evidence_sources=req.evidence.sources,
+                undo_available=True,  # runtime/tools.py holds the external calls of a run given undo_window_s
             )
         )
         manifest = self._manifest(req, outcome, thread_id, run_id, task_id)
@@ -195,7 +202,7 @@ class WorkerRouter:
             yield RunError(run_id, "no_skill", message)
             yield RouteDone(RunResult("failed", error_code="no_skill", error=message), record)
             return
-        scope = self.tools.scope(tenant, worker, run_id, posture=decision.posture)
+        scope = self.tools.scope(tenant, worker, run_id, posture=decision.posture, undo_window_s=decision.undo_window_s)
         task_text = req.text
         pre_script = outcome.duty.pre_script if outcome.duty is not None else None
         if pre_script is not None:  # run once, before the engine; its output joins the task text
@@ -243,8 +250,9 @@ class WorkerRouter:
     async def _append_turn(
         self, session: ConversationSession | None, req: RouteRequest, run_id: str, result: RunResult
     ) -> None:
-        """A completed run's two messages in its thread (other runs leave the thread as it was)."""
-        if session is not None and result.status == "completed":
+        """A completed or waiting run's two messages in its thread (other runs leave it as it was):
+        a run that waits keeps its request in the thread its continuation runs in."""
+        if session is not None and result.status in ("completed", "waiting"):
             await self.sessions.append(
                 session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
             )
@@ -372,6 +380,7 @@ class WorkerRouter:
             duty_id=req.duty_id,
             trigger_id=req.trigger_id,
             goal_id=req.goal_id,
+            evidence=req.evidence.as_json() or None,  # the approved run reaches the same gate with it
         )
         reason = "; ".join(r.message for r in outcome.decision.reasons if r.code != "default")
         call = ToolCall(confirmation.confirmation_id, "task", {"text": req.text})

@@ -50,6 +50,7 @@ class EventBody(BaseModel):
 
     match_key: str
     event_id: str = Field(min_length=1, max_length=200)
+    payload: dict[str, Any] | None = Field(default=None, description="what arrived; the resumed run reads it")
 
 
 def _service(runtime: Runtime) -> WaitingService:
@@ -154,7 +155,7 @@ async def deliver_event(
     service = _service(runtime)
     if principal.workers is not None:
         raise ApiError(403, "forbidden", "delivering an event needs a key for every worker of the tenant")
-    woken = await service.on_event(principal.tenant_id, _key(body.match_key), body.event_id)
+    woken = await service.on_event(principal.tenant_id, _key(body.match_key), body.event_id, body.payload)
     if wait:
         await service.wait_runs(woken)
         found = [await service.store.get(*p.key) for p in woken]

@@ -1,8 +1,10 @@
 """Interruption budget and briefs (Steward): a few real-time interruptions a day, everything else
-in a brief every few hours, each item with options. docs/briefs.md describes them."""
+in a brief every few hours, each item with options. File backend by default, Redis when
+REDIS_URL is set. docs/briefs.md describes them."""
 
 from genworker.autonomy.briefs.budget import Admission, in_quiet_hours, local_day
 from genworker.autonomy.briefs.done import DoneSource, done_runs
+from genworker.autonomy.briefs.file_store import FileBriefStore
 from genworker.autonomy.briefs.models import (
     SCHEMA_VERSION,
     SECTIONS,
@@ -14,6 +16,7 @@ from genworker.autonomy.briefs.models import (
     Option,
     Section,
 )
+from genworker.autonomy.briefs.redis_store import RedisBriefStore
 from genworker.autonomy.briefs.render import render_brief, render_item
 from genworker.autonomy.briefs.service import BriefService, ListSource
 from genworker.autonomy.briefs.sink import BriefSink, ChannelBriefSink
@@ -33,8 +36,10 @@ __all__ = [
     "BudgetDay",
     "ChannelBriefSink",
     "DoneSource",
+    "FileBriefStore",
     "ListSource",
     "Option",
+    "RedisBriefStore",
     "Section",
     "done_runs",
     "in_quiet_hours",

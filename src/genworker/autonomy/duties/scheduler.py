@@ -31,6 +31,8 @@ from genworker.autonomy.duties.slots import aps_trigger, due_slots, duty_version
 from genworker.autonomy.duties.store import DutyStore, ExecutionRecord
 from genworker.events import EventBus, Subscription
 from genworker.events.models import Event
+from genworker.worker.governance.errors import GovernanceInputError
+from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence, evidence_from
 from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest, WorkerRouter
 from genworker.worker.task import RunRecord
 from genworker.workspace.models.duty import (
@@ -282,7 +284,15 @@ class DutyScheduler:
 
     async def _fire_events(self, event: Event, matches: list[tuple[Worker, DutySpec, str]]) -> list[FireOutcome]:
         slot = f"event-{event.event_id}"
-        return [await self._fire(w, duty, trigger, "event", event.occurred_at, slot) for w, duty, trigger in matches]
+        try:  # the event may carry an inferred action's evidence for the Policy Gate
+            evidence = evidence_from(event.payload, f"event {event.event_id} payload") if matches else NO_EVIDENCE
+        except GovernanceInputError as exc:
+            log.error("[Duties] %s: no duty fired", exc)
+            return []
+        return [
+            await self._fire(w, duty, trigger, "event", event.occurred_at, slot, evidence)
+            for w, duty, trigger in matches
+        ]
 
     async def _on_event(self, event: Event) -> None:
         matches = self._event_matches(event)
@@ -319,6 +329,7 @@ class DutyScheduler:
         trigger_type: TriggerType,
         scheduled_for: datetime,
         slot: str | None,
+        evidence: Evidence = NO_EVIDENCE,
     ) -> FireOutcome:
         key = fire_key(duty.duty_id, trigger_id, slot, duty_version(duty)) if slot is not None else None
         req = RouteRequest(
@@ -332,6 +343,7 @@ class DutyScheduler:
             trigger_id=trigger_id,
             idempotency_key=key,
             scheduled_for=scheduled_for,
+            evidence=evidence,
         )
         run, created = await self.route(req)
         if created:

@@ -66,6 +66,8 @@ from genworker.autonomy.inbox import InboxAggregate, InboxError, InboxItem
 from genworker.events import EventBus, EventBusError, new_event
 from genworker.observability.metrics import record_heartbeat
 from genworker.worker.context.tokens import truncate_tokens
+from genworker.worker.governance.errors import GovernanceInputError
+from genworker.worker.governance.evidence import evidence_from
 from genworker.worker.governance.models import SourceType
 from genworker.worker.router import RouteAccepted, RouteDone, RouteError, RouteRequest, RouterEvent, WorkerRouter
 from genworker.worker.skill_matcher import SkillMatcher
@@ -291,12 +293,12 @@ class HeartbeatRunner:
         item = claim.item
         kind: RunKind = "isolated" if isinstance(decision, RunIsolated) else "task"
         main_key = self.main.key(worker.worker_id) if kind == "isolated" else None
-        req = self._run_request(worker, item, decision, main_key)
-        stream = self.router.route_stream(req)
         try:
+            stream = self.router.route_stream(self._run_request(worker, item, decision, main_key))
             accepted = await anext(stream)
         except Exception as exc:
-            retry = not isinstance(exc, RouteError)  # a route error is a configuration problem: no retry
+            # a route error or malformed evidence in the payload is a configuration problem: no retry
+            retry = not isinstance(exc, RouteError | GovernanceInputError)
             why = f"{exc.code}: {exc}" if isinstance(exc, RouteError) else f"{type(exc).__name__}: {exc}"
             await self.ledger.release(item.tenant_id, item.worker_id, [(claim.concern, item.item_id)])
             await self._fail(item, why, retry=retry)
@@ -353,6 +355,7 @@ class HeartbeatRunner:
             duty_id=_text(item.metadata.get("duty_id")),
             trigger_id=_text(item.metadata.get("trigger_id")),
             goal_id=goal_id,
+            evidence=evidence_from(item.payload),  # raises GovernanceInputError naming a malformed field
         )
 
     async def _follow(self, worker: Worker, item: InboxItem, ref: TaskRef, stream: AsyncIterator[RouterEvent]) -> None:

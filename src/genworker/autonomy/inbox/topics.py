@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 
 SOURCE: Final = "inbox"
 ITEM_WRITTEN: Final = "inbox.item_written"
+# the payload fields genworker.worker.governance.evidence reads (an inferred action's evidence)
+EVIDENCE_FIELDS: Final = ("confidence", "evidence_sources", "sources", "requested_actions", "requested_effects")
 ITEM_CONSUMED: Final = "inbox.item_consumed"
 ITEM_FAILED: Final = "inbox.item_failed"
 ITEM_DEAD: Final = "inbox.item_dead"
@@ -47,9 +49,13 @@ def item_event(topic: str, item: InboxItem, **extra: Any) -> Event:
 
 def written_event(item: InboxItem) -> Event:
     """`inbox.item_written` for a stored item. It also carries the payload's `match_key` (None: it has
-    none), so a WAITING plan wakes without reading the item back from the store."""
+    none), so a WAITING plan wakes without reading the item back from the store, and the payload's
+    evidence fields (`confidence`, `evidence_sources` ...), so a duty it fires reaches the Policy Gate
+    with them."""
     key = item.payload.get("match_key")
-    return item_event(ITEM_WRITTEN, item, dedupe_key=item.dedupe_key, match_key=key if isinstance(key, str) else None)
+    evidence = {k: item.payload[k] for k in EVIDENCE_FIELDS if k in item.payload}
+    match_key = key if isinstance(key, str) else None
+    return item_event(ITEM_WRITTEN, item, dedupe_key=item.dedupe_key, match_key=match_key, **evidence)
 
 
 async def publish_quietly(bus: EventBus | None, event: Event) -> None:

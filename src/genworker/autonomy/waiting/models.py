@@ -86,6 +86,7 @@ class WaitingPlan:
     state: WaitState = "waiting"
     gated_by: GatedBy | None = None
     event_id: str | None = None  # the event that woke it
+    event: Mapping[str, Any] | None = None  # that event's payload, for the resumed run
     reminders: int = 0
     version: int = 1
     updated_at: datetime | None = None
@@ -101,6 +102,8 @@ class WaitingPlan:
         object.__setattr__(self, "created_at", _utc(self.created_at, "created_at"))
         if not isinstance(self.resume, MappingProxyType):
             object.__setattr__(self, "resume", freeze(dict(self.resume)))
+        if self.event is not None and not isinstance(self.event, MappingProxyType):
+            object.__setattr__(self, "event", freeze(dict(self.event)))
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Literal
 
 from genworker.autonomy.briefs import BriefService, Option
 from genworker.autonomy.waiting.models import WaitingPlan
+from genworker.autonomy.waiting.runs import continuation, continues_run, supersede_parked
 from genworker.settings import Settings, SettingsError
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy, resolve_policy
 
 if TYPE_CHECKING:
-    from genworker.worker.router import WorkerRouter
+    from genworker.worker.router import RouteRequest, WorkerRouter
     from genworker.workspace.registry import WorkspaceRegistry
 
 __all__ = ["SCAN_SETTING", "registry_policy", "resume_through", "scan_interval", "timeout_to_brief"]
@@ -50,11 +51,22 @@ def registry_policy(registry: WorkspaceRegistry) -> Callable[[str, str], Policy]
 
 async def resume_through(router: WorkerRouter, plan: WaitingPlan) -> None:
     from genworker.autonomy.duties import route_through
+
+    if continues_run(plan):  # parked by its own run: continue that thread
+        record, created = await route_through(router, continuation(plan))
+        if created:
+            await supersede_parked(router, plan, record.run_id)
+        return
+    await route_through(router, _api_request(plan))
+
+
+def _api_request(plan: WaitingPlan) -> RouteRequest:
+    """A plan parked through the API routes its `resume.text` (or a note naming the key)."""
     from genworker.worker.router import RouteRequest
 
     text = str(plan.resume.get("text") or f"Resume: {plan.title or plan.match_key} ({plan.match_key} happened)")
     duty_id = plan.resume.get("duty_id")
-    request = RouteRequest(
+    return RouteRequest(
         tenant_id=plan.tenant_id,
         worker_id=plan.worker_id,
         text=text,
@@ -64,7 +76,6 @@ async def resume_through(router: WorkerRouter, plan: WaitingPlan) -> None:
         duty_id=str(duty_id) if duty_id else None,
         idempotency_key=f"waiting:{plan.plan_id}:{plan.version}",
     )
-    await route_through(router, request)
 
 
 async def timeout_to_brief(

@@ -111,19 +111,26 @@ class WaitingService:
         record_waiting_plan("started")
         return stored
 
-    async def on_event(self, tenant_id: str, match_key: str, event_id: str) -> list[WaitingPlan]:
-        """Wake the tenant's plans waiting on `match_key`; returns the plans this call woke."""
+    async def on_event(
+        self, tenant_id: str, match_key: str, event_id: str, payload: Mapping[str, Any] | None = None
+    ) -> list[WaitingPlan]:
+        """Wake the tenant's plans waiting on `match_key`; returns the plans this call woke. The
+        event's `payload` is stored on each plan, so its resumed run reads what arrived."""
         woken = await self.store.resume(tenant_id, match_key, event_id, self._clock())
         for _ in woken:
             record_waiting_plan("resumed")
-        return [await self._run_gated(plan) for plan in woken]
+        return [await self._run_gated(plan, payload) for plan in woken]
 
-    async def _run_gated(self, plan: WaitingPlan) -> WaitingPlan:
+    async def _run_gated(self, plan: WaitingPlan, payload: Mapping[str, Any] | None) -> WaitingPlan:
+        changes: dict[str, Any] = {"event": payload} if payload is not None else {}
         if plan.requires_confirmation:
+            if changes:
+                with contextlib.suppress(WaitingTransitionError):
+                    plan = await self.store.transition(*plan.key, "gated", "gated", now=self._clock(), **changes)
             await self.on_timeout(plan, "escalate")  # a person decides; the brief lists it
             return plan
         try:
-            running = await self.store.transition(*plan.key, "gated", "running", now=self._clock())
+            running = await self.store.transition(*plan.key, "gated", "running", now=self._clock(), **changes)
         except WaitingTransitionError:
             return plan  # someone else moved it on
         self._start(running)
@@ -217,12 +224,7 @@ class WaitingService:
         self._task = asyncio.create_task(self._scan_loop(), name="waiting-timeout-scan")
 
     async def _on_bus_event(self, event: Event) -> None:
-        key = event.payload.get("match_key")
-        event_id = event.event_id
-        if event.topic == ITEM_WRITTEN:  # a sensed fact: the item id is the event id
-            event_id = str(event.payload.get("item_id"))
-            if "match_key" not in event.payload and self._inbox is not None:  # from a build that did not send it
-                key = await self._inbox_key(event)
+        key, event_id, payload = await self._facts(event)
         if event.tenant_id is None or not isinstance(key, str):
             return
         try:
@@ -230,16 +232,24 @@ class WaitingService:
         except ValueError:
             log.warning("[Waiting] event %s carries an invalid match_key %r", event.event_id, key)
             return
-        await self.on_event(event.tenant_id, key, event_id)
+        await self.on_event(event.tenant_id, key, event_id, payload)
 
-    async def _inbox_key(self, event: Event) -> object:
-        """A sensed fact (e.g. a webhook body) names the key in its payload's `match_key`."""
-        assert self._inbox is not None
-        item_id = event.payload.get("item_id")
-        if event.tenant_id is None or event.worker_id is None or not isinstance(item_id, str):
-            return None
-        item = await self._inbox.get(event.tenant_id, event.worker_id, item_id)
-        return item.payload.get("match_key") if item is not None else None
+    async def _facts(self, event: Event) -> tuple[object, str, Mapping[str, Any]]:
+        """(match_key, event id, payload) of a bus event. A sensed fact (an inbox item, e.g. a
+        webhook body) names the key in its payload's `match_key`, and its payload is the event's."""
+        key = event.payload.get("match_key")
+        if event.topic != ITEM_WRITTEN:
+            return key, event.event_id, event.payload
+        item_id = event.payload.get("item_id")  # the item id is the event id
+        legacy = "match_key" not in event.payload  # from a build that did not send the key
+        if (key is None and not legacy) or self._inbox is None or not isinstance(item_id, str):
+            return key, str(item_id), event.payload
+        item = None
+        if event.tenant_id is not None and event.worker_id is not None:
+            item = await self._inbox.get(event.tenant_id, event.worker_id, item_id)
+        if item is None:
+            return key, item_id, event.payload
+        return item.payload.get("match_key"), item_id, item.payload
 
     async def _scan_loop(self) -> None:
         while not self._stop.is_set():

@@ -34,7 +34,7 @@ from genworker.workspace.models import DutySpec, DutyStatus, GoalStatus
 
 __all__ = ["RULES", "TABLE_VERSION", "Facts", "Rule", "RuleEffect", "apply_approval", "decide"]
 
-TABLE_VERSION = 1  # bump when a row changes meaning: it is part of every policy snapshot
+TABLE_VERSION = 2  # bump when a row changes meaning: it is part of every policy snapshot
 
 RuleEffect = Literal["block", "degraded", "proposal_only", "gate"]
 _POSTURE_RANK: dict[Posture, int] = {"normal": 0, "gated_execute": 0, "degraded": 1, "proposal_only": 2}
@@ -53,6 +53,7 @@ class Facts:
     effects: frozenset[Effect] | None = None
     sensor_id: str | None = None
     sensor_requires_approval: bool = False
+    undo_available: bool = False  # external calls can be held in the undo window
 
     @classmethod
     def gather(cls, inp: GovernanceInput, binding: DutyBinding) -> Facts:
@@ -68,6 +69,7 @@ class Facts:
             effects=inp.requested_effects,
             sensor_id=sensor.key if sensor is not None else None,
             sensor_requires_approval=sensor is not None and sensor.require_approval,
+            undo_available=inp.undo_available,
         )
 
     @property
@@ -109,7 +111,9 @@ class Facts:
         return self.autonomous and self.duty is not None and self.terms.authorised(self.actions)
 
     def external_unauthorised(self) -> bool:
-        return self.autonomous and self.external and not self.contract_authorises()
+        """Autonomous external effects that neither a contract `auto:` entry covers nor an undo window
+        holds (with the window, the Policy Gate's high-risk conditions decide)."""
+        return self.autonomous and self.external and not self.contract_authorises() and not self.undo_available
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,7 +224,8 @@ def classify(facts: Facts, *, read_only: bool) -> tuple[RiskTier, Reversibility]
     if facts.effects is None:
         return "medium", "undo_window"  # undeclared is not low; each tool call is still checked
     if facts.external:
-        return ("high", "undo_window") if facts.contract_authorises() else ("high", "irreversible")
+        held = facts.contract_authorises() or (facts.autonomous and facts.undo_available)
+        return ("high", "undo_window") if held else ("high", "irreversible")
     if facts.effects & _SIDE_EFFECTS:
         return "medium", "undo_window"
     return "low", "reversible"

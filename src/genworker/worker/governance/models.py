@@ -94,6 +94,8 @@ class GovernanceInput:
         for name in ("preferred_skill_ids", "requested_actions", "evidence_sources"):
             if not isinstance(getattr(self, name), tuple):
                 raise GovernanceInputError(f"{name} must be a tuple")
+        if not all(isinstance(s, str) and s.strip() for s in self.evidence_sources):
+            raise GovernanceInputError(f"evidence_sources must be non-empty source ids, got {self.evidence_sources!r}")
 
     @property
     def interactive(self) -> bool:
@@ -118,6 +120,7 @@ class GovernanceDecision:
     policy_sources: tuple[str, ...] = ()
     gate_result: GateResult | None = None  # the Policy Gate's output: auto | brief | confirm | blocked
     gate_reasons: tuple[Reason, ...] = ()
+    undo_window_s: int | None = None  # set: the gate let it run only with its external calls held this long
 
     @property
     def runnable(self) -> bool:
@@ -128,6 +131,8 @@ class GovernanceDecision:
         return tuple(r.code for r in self.reasons)
 
     def as_dict(self) -> dict[str, Any]:
+        """As the policy snapshot records it (`undo_window_s` only when set)."""
+        held = {"undo_window_s": self.undo_window_s} if self.undo_window_s is not None else {}
         return {
             "action": self.action,
             "posture": self.posture,
@@ -137,6 +142,7 @@ class GovernanceDecision:
             "policy_sources": list(self.policy_sources),
             "gate_result": self.gate_result,
             "gate_reasons": [{"code": r.code, "message": r.message} for r in self.gate_reasons],
+            **held,
         }
 
 

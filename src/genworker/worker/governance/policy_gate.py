@@ -9,7 +9,9 @@ The gate runs inside governance after the decision table. Rules, first match win
 4. high risk runs without asking only when every one of: the tenant enabled high-risk auto,
    confidence >= threshold (0.92), >= 2 independent sources agree, the action is whitelisted (or
    authorised by an `auto:` entry of the bound duty's contract), and it is reversible or has a
-   working undo inside the undo window (60 s). Otherwise -> confirm, naming each unmet condition;
+   working undo inside the undo window (60 s). Otherwise -> confirm, naming each unmet condition.
+   When the undo window was the condition, the decision carries `undo_window_s`: the router
+   then holds the run's external and delegate tool calls that long (tools/middlewares/undo_window.py);
 5. low risk and reversible -> auto; anything else that may run -> brief (it runs and is reported
    in the next brief).
 
@@ -133,6 +135,7 @@ class GateVerdict:
     result: GateResult
     reasons: tuple[Reason, ...]
     reversibility: Reversibility
+    undo_window_s: int | None = None  # it may run only with its external calls held this long
 
     @property
     def runs(self) -> bool:
@@ -170,6 +173,13 @@ class PolicyGate:
             if unmet:
                 why = "high risk auto needs " + "; ".join(unmet)
                 return GateVerdict("confirm", (Reason("high_risk_needs_confirmation", why),), reversibility)
+            if reversibility == "undo_window" and not action.contract_authorised:
+                window = policy.undo_window_seconds
+                why = (
+                    f"high risk {action.action_type!r} passed every high-risk condition; its external calls "
+                    f"are held {window} s and can be undone meanwhile; reported in the brief"
+                )
+                return GateVerdict("brief", (Reason("high_risk_auto_undo_window", why),), reversibility, window)
             why = f"high risk {action.action_type!r} passed every high-risk condition; reported in the brief"
             return GateVerdict("brief", (Reason("high_risk_auto", why),), reversibility)
         if action.risk == "low" and reversibility == "reversible":
@@ -210,7 +220,9 @@ def gate_decision(
     verdicts = [_verdict(gate, inp, facts, decision, policy, name) for name in names]
     verdict = max(verdicts, key=lambda v: _RANK[v.result])
     reasons = tuple(dict.fromkeys(r for v in verdicts if v.result == verdict.result for r in v.reasons))
-    decision = replace(decision, gate_result=verdict.result, gate_reasons=reasons)
+    held = [v.undo_window_s for v in verdicts if v.undo_window_s is not None]
+    window = max(held) if held and verdict.runs else None
+    decision = replace(decision, gate_result=verdict.result, gate_reasons=reasons, undo_window_s=window)
     if verdict.result == "confirm" and decision.action == "auto":
         return replace(
             decision,

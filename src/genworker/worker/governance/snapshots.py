@@ -96,6 +96,19 @@ class PolicyInputs(_Record):
     sensor_requires_approval: bool = False
     approval_ref: str | None = None  # set once an approval was considered
     gated_policy_ref: str | None = None  # the gated policy that approval answered
+    confidence: float | None = None  # the evidence behind an inferred action
+    evidence_sources: tuple[str, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_empty_evidence(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Snapshots written before evidence reached the gate have no such fields; leaving them out
+        # when empty keeps those files' content hashes (their names) valid.
+        data: dict[str, Any] = handler(self)
+        if data.get("confidence") is None:
+            data.pop("confidence", None)
+        if not data.get("evidence_sources"):
+            data.pop("evidence_sources", None)
+        return data
 
 
 class ReasonRecord(_Record):
@@ -112,15 +125,18 @@ class PolicyDecisionRecord(_Record):
     policy_sources: tuple[str, ...]
     gate_result: str | None = None  # the Policy Gate's output
     gate_reasons: tuple[ReasonRecord, ...] = ()
+    undo_window_s: int | None = None  # the run's external calls were held this long
 
     @model_serializer(mode="wrap")
     def _without_empty_gate(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Snapshots written before the Policy Gate have no gate fields; leaving them out when
-        # empty keeps those files' content hashes (their names) valid.
+        # Snapshots written before the Policy Gate (or the undo window) have no such fields; leaving
+        # them out when empty keeps those files' content hashes (their names) valid.
         data: dict[str, Any] = handler(self)
         if data.get("gate_result") is None and not data.get("gate_reasons"):
             data.pop("gate_result", None)
             data.pop("gate_reasons", None)
+        if data.get("undo_window_s") is None:
+            data.pop("undo_window_s", None)
         return data
 
 

@@ -163,6 +163,8 @@ def _inputs(facts: Facts, inp: GovernanceInput, contract_ref: str | None) -> Pol
         requested_actions=facts.actions,
         sensor_id=facts.sensor_id,
         sensor_requires_approval=facts.sensor_requires_approval,
+        confidence=inp.confidence,
+        evidence_sources=inp.evidence_sources,
     )
 
 
@@ -176,6 +178,7 @@ def _snapshot(inp: GovernanceInput, inputs: PolicyInputs, decision: GovernanceDe
         policy_sources=decision.policy_sources,
         gate_result=decision.gate_result,
         gate_reasons=tuple(ReasonRecord(code=r.code, message=r.message) for r in decision.gate_reasons),
+        undo_window_s=decision.undo_window_s,
     )
     return PolicySnapshot(
         table_version=TABLE_VERSION,

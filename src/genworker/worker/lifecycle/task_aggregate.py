@@ -113,6 +113,8 @@ def _settled(run: RunRecord, result: RunResult, goal_status: GoalStatus | None, 
             partial = tuple(replace(d, title="partial output") for d in output)
             error = RunError("max_turns_exceeded", result.error or "the engine reached its turn limit")
             return replace(moved, deliverables=(*run.deliverables, *partial), error=error)
+        case "waiting":  # a tool parked the task (e.g. wait_for_event); a WAITING plan resumes it
+            return _advance(run, RunState.PAUSED, now, result.output or "waiting")
         case "approval_required":
             if result.pending_approval is None:
                 raise TaskLifecycleError(f"run {run.ref}: approval_required result without a pending tool call")
