@@ -2,6 +2,10 @@
 (`POST /api/v1/webhook/ingest/{worker}`: API key, routing rules, a durable inbox write)
 against a bare FastAPI endpoint appending the same JSON to a file with the same durability
 (flush + fsync), both in their own process, 16 concurrent clients. Target: >= 0.7x.
+
+A 202 means the fact is in the inbox's fsynced journal; its item file is made once the writes pause
+(or by the next read). So the bench also times, after each of our rounds, one inbox read that settles
+whatever is left, and reports the rate with that time included ("settled").
 """
 
 from __future__ import annotations
@@ -77,6 +81,14 @@ async def blast(url: str, headers: dict[str, str], events: int, concurrency: int
         return events / (time.perf_counter() - started)
 
 
+def settle_time(url: str, headers: dict[str, str]) -> float:
+    """Seconds for one inbox read, which first turns the journal left by the round into item files."""
+    started = time.perf_counter()
+    response = httpx.get(url, headers=headers, timeout=120)
+    assert response.status_code == 200, response.text
+    return time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=2000)
@@ -99,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         ours_cmd = [str(Path(python).with_name("genworker")), "run", "--port", str(oport), "--workspace", str(root)]
         base_cmd = [python, str(script), str(bport), str(Path(tmp) / "facts.jsonl")]
-        rates: dict[str, list[float]] = {"ours": [], "baseline": []}
+        rates: dict[str, list[float]] = {"ours": [], "ours_settled": [], "baseline": []}
         with process(ours_cmd, oport, env) as ours, process(base_cmd, bport) as base:
             targets = {
                 "ours": (ours + "/api/v1/webhook/ingest/w", {"Authorization": f"Bearer {key}"}),
@@ -107,20 +119,28 @@ def main(argv: list[str] | None = None) -> int:
             }
             for url, headers in targets.values():  # warm-up
                 asyncio.run(blast(url, headers, 100, args.concurrency))
+            inbox = ours + "/api/v1/workers/w/inbox?limit=1"
             for round_no in range(args.rounds):
                 order = ["ours", "baseline"] if round_no % 2 == 0 else ["baseline", "ours"]
                 for name in order:
                     url, headers = targets[name]
                     rates[name].append(asyncio.run(blast(url, headers, args.events, args.concurrency)))
+                    if name == "ours":
+                        settle_s = settle_time(inbox, headers)
+                        rates["ours_settled"].append(args.events / (args.events / rates["ours"][-1] + settle_s))
     best = {name: max(values) for name, values in rates.items()}
     ratio = best["ours"] / best["baseline"]
+    settled_ratio = best["ours_settled"] / best["baseline"]
     verdict = "ok" if ratio >= TARGET else "MISSED"
     print(f"P2 webhook ingest, {args.events} events x {args.rounds} rounds, {args.concurrency} concurrent clients")
     print(f"  ours (key, routing, durable inbox)  {best['ours']:8.0f} events/s (best round)")
+    print(f"  ours, incl. settling into files     {best['ours_settled']:8.0f} events/s (best round)")
     print(f"  baseline (append + fsync)           {best['baseline']:8.0f} events/s (best round)")
     print(f"  ratio                               {ratio:8.2f}x   target >= {TARGET}x {verdict}")
+    print(f"  ratio incl. settling                {settled_ratio:8.2f}x")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"rates": rates, "best": best, "ratio": ratio}, indent=2), encoding="utf-8")
+    summary = {"rates": rates, "best": best, "ratio": ratio, "settled_ratio": settled_ratio}
+    RESULTS.write_text(json.dumps(summary, indent=2), encoding="utf-8")
     print(f"wrote {RESULTS}")
     return 0
 

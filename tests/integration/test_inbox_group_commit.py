@@ -1,18 +1,18 @@
 """Concurrent writes to one worker's file inbox share a commit: each is still durable when it says True,
-dedupe stays exact within a batch, across batches and across processes, and a failing write fails alone."""
+dedupe stays exact within a batch, across batches and across processes, and a failing write fails alone.
+A write is durable once its journal line is fsynced; any read settles the journal into item files."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from genworker.autonomy.inbox import FileInboxStore, InboxItem, InboxState, encode_item, file_store, new_item
+from genworker.autonomy.inbox import FileInboxStore, InboxItem, InboxState, encode_item, file_store, journal, new_item
 
 pytestmark = pytest.mark.anyio
 
@@ -21,7 +21,9 @@ def fact(n: int, **more: Any) -> InboxItem:
     return new_item("acme", "alice", "webhook", "hook-1", "webhook.fact", {"n": n}, **more)
 
 
-def pending(root: Path) -> set[str]:
+async def pending(root: Path) -> set[str]:
+    """The item ids in pending/, once the journal is settled (as any read does)."""
+    await FileInboxStore(root).counts("acme", "alice")
     folder = root / "tenants" / "acme" / "workers" / "alice" / "runtime" / "inbox" / "pending"
     return {p.name.split(".")[1] for p in folder.glob("*.json")}
 
@@ -29,32 +31,30 @@ def pending(root: Path) -> set[str]:
 async def test_concurrent_writes_are_each_durable_when_true_and_share_fsyncs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    synced: set[str] = set()  # item ids whose names were in pending/ when that folder was fsynced
-    fsyncs = 0
-    real = file_store._fsync_dirs
+    synced: set[str] = set()  # item ids whose journal lines were written and fsynced
+    appends = 0
+    real = journal.append
 
-    def recording(folders: Iterable[Path]) -> None:
-        nonlocal fsyncs
-        folders = list(folders)
-        real(folders)
-        for folder in folders:
-            if folder.name == "pending":
-                fsyncs += 1
-                synced.update(p.name.split(".")[1] for p in folder.glob("*.json"))
+    def recording(path: Path, mark: journal.JournalMark | None, lines: list[bytes]) -> journal.JournalMark:
+        nonlocal appends
+        result = real(path, mark, lines)  # returns only after the fsync
+        appends += 1
+        synced.update(json.loads(line)["item_id"] for line in lines)
+        return result
 
-    monkeypatch.setattr(file_store, "_fsync_dirs", recording)
+    monkeypatch.setattr(journal, "append", recording)
     store = FileInboxStore(tmp_path)
     items = [fact(n) for n in range(200)]
 
     async def write(value: InboxItem) -> None:
         assert await store.write(value) is True
-        assert value.item_id in synced, "write said True before its item was fsynced"
+        assert value.item_id in synced, "write said True before its journal line was fsynced"
 
     await asyncio.gather(*(write(value) for value in items))
-    assert fsyncs < len(items) // 2, "concurrent writes should share folder fsyncs"
-    assert pending(tmp_path) == {value.item_id for value in items}
-    counts = await FileInboxStore(tmp_path).counts("acme", "alice")
+    assert appends < len(items) // 2, "concurrent writes should share journal appends"
+    counts = await FileInboxStore(tmp_path).counts("acme", "alice")  # another store settles what it finds
     assert counts[InboxState.PENDING] == len(items)
+    assert (await pending(tmp_path)) == {value.item_id for value in items}
 
 
 async def test_dedupe_is_exact_within_and_across_batches(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ async def test_dedupe_is_exact_within_and_across_batches(tmp_path: Path) -> None
     results = await asyncio.gather(*(store.write(value) for value in first))
     assert sum(results) == 10
     winners = {value.dedupe_key: value.item_id for value, ok in zip(first, results, strict=True) if ok}
-    assert len(winners) == 10 and pending(tmp_path) == set(winners.values())
+    assert len(winners) == 10 and (await pending(tmp_path)) == set(winners.values())
 
     again = [fact(n, dedupe_key=f"k{n % 20}") for n in range(100)]  # keys k0..k9 are taken, k10..k19 new
     results = await asyncio.gather(*(store.write(value) for value in again))
@@ -74,7 +74,7 @@ async def test_dedupe_is_exact_within_and_across_batches(tmp_path: Path) -> None
 
     same = fact(1000)
     assert sorted(await asyncio.gather(store.write(same), store.write(same), store.write(same))) == [False, False, True]
-    assert len(pending(tmp_path)) == 21
+    assert len(await pending(tmp_path)) == 21
 
 
 async def test_a_failing_write_fails_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,7 +95,7 @@ async def test_a_failing_write_fails_alone(tmp_path: Path, monkeypatch: pytest.M
     )
     assert isinstance(results[0], OSError)
     assert results[1:] == [True] * (len(others) + 1)
-    assert pending(tmp_path) == {value.item_id for value in [*others, same_key]}
+    assert (await pending(tmp_path)) == {value.item_id for value in [*others, same_key]}
     assert await store.write(fact(51, dedupe_key="shared")) is False
 
 
@@ -144,4 +144,4 @@ async def test_dedupe_is_exact_across_processes(tmp_path: Path) -> None:
         assert process.returncode == 0, err.decode("utf-8", "replace")
         accepted += sum(json.loads(out.decode("utf-8")))
     assert accepted == 50
-    assert len(pending(tmp_path)) == 50
+    assert len(await pending(tmp_path)) == 50

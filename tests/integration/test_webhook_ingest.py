@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -206,3 +207,33 @@ def test_openapi_documents_both_forms(api: Api) -> None:
         assert "example" in operation["requestBody"]["content"]["application/json"]
     signed = paths["/api/v1/webhook/ingest/{tenant_id}/{worker_id}"]["post"]
     assert "X-Genworker-Signature" in {p["name"] for p in signed["parameters"]}
+
+
+def test_200_concurrent_posts_land_as_200_items_and_a_revoked_key_is_refused_next(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    write_worker(root, [{"source_type": "webhook", "sensor_id": "hooks"}], worker_id="w")
+    (tmp_path / "configs").mkdir()
+    app = create_app(load_settings(tmp_path / "configs", {"GENWORKER_HOT_RELOAD": "false"}, workspace=root))
+    keys = ApiKeyStore(root)
+    key_id, key = keys.create("acme")
+    with TestClient(app) as client:
+        headers = {"Authorization": f"Bearer {key}"}
+
+        def post(n: int) -> dict[str, Any]:
+            body = {"id": f"evt-{n % 200}", "n": n}  # 250 posts: 50 resend an earlier id
+            response = client.post("/api/v1/webhook/ingest/w", json=body, headers=headers)
+            assert response.status_code == 202, response.text
+            return dict(response.json())
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            answers = list(pool.map(post, range(250)))
+        assert sum(a["accepted"] for a in answers) == 200 and sum(a["duplicates"] for a in answers) == 50
+        listed = client.get("/api/v1/workers/w/inbox?limit=500", headers=headers)
+        assert listed.status_code == 200, listed.text
+        items = listed.json()["items"]
+        assert len(items) == 200 and len({i["dedupe_key"] for i in items}) == 200
+        accepted_ids = {i["item_id"] for a in answers for i in a["items"] if not i["duplicate"]}
+        assert {i["item_id"] for i in items} == accepted_ids
+        keys.revoke("acme", key_id)
+        refused = client.post("/api/v1/webhook/ingest/w", json={"id": "late"}, headers=headers)
+        assert refused.status_code == 401, refused.text

@@ -2,12 +2,21 @@
 
 ::
 
+    journal.jsonl                                  accepted writes not yet turned into item files
     pending/ processing/ consumed/ failed/ dead/   one file per item, named
                                                    {created_at µs since 1970, 20 digits}.{item_id}.json
-    dedupe/{sha256 of the dedupe_key}              holds the item id that first used the key
+    dedupe/{sha256 of the dedupe_key}              names the item that first used the key: a symlink to its
+                                                   id (older inboxes: a file holding the id)
     corrupt/                                       unreadable items, moved out of the way by claim
     .lock                                          flock: exclusive to change anything, shared to read
     .generation                                    changes whenever a name is added to pending/
+
+A write is acknowledged once its line is in the journal (see journal.py): concurrent writes share one
+append and one fdatasync. The journal is then *settled* -- each line becomes an item file in pending/
+(fsynced), then its dedupe marker, then the journal is removed -- by a background thread once writes
+pause (settler.py), and before any read or claim, so a reader never misses an acknowledged write.
+Settling is idempotent: after a crash the next settle redoes whatever was left. Dedupe is decided at
+the write, under the lock: a key is taken when its marker exists or the journal holds it.
 
 The file's content is the truth and its folder an index: a change rewrites the file in place
 (temp file, fsync, rename) and then renames it into the folder of its new state, so an item is
@@ -32,15 +41,18 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from genworker.autonomy.inbox import journal
 from genworker.autonomy.inbox.codec import check_owner, decode_item, encode_item
 from genworker.autonomy.inbox.errors import InboxCorruptError, InboxError, InboxSchemaError
 from genworker.autonomy.inbox.group_commit import GroupCommit, Request
+from genworker.autonomy.inbox.journal import JOURNAL_NAME, JournalMark
 from genworker.autonomy.inbox.models import InboxItem, InboxState
+from genworker.autonomy.inbox.settler import Settler
 from genworker.autonomy.inbox.store import (
     DEFAULT_LIST_LIMIT,
     check_batch,
@@ -98,8 +110,17 @@ class _PendingView:
         return self.entries[self.position] if self.position < len(self.entries) else None
 
 
+@dataclass
+class _Journaled:
+    """What this process appended to a worker's journal since it was last settled."""
+
+    mark: JournalMark | None
+    names: set[str] = field(default_factory=set)  # item file names
+    markers: set[str] = field(default_factory=set)  # dedupe marker names
+
+
 _Request = Request[InboxItem, bool]
-_Fresh = builtins.list[tuple[_Request, str, Path | None]]
+_Fresh = builtins.list[tuple[_Request, str, str | None]]
 
 
 def _file_name(item: InboxItem) -> str:
@@ -124,6 +145,8 @@ class FileInboxStore:
         self._views: dict[Path, _PendingView] = {}  # read and changed only under the exclusive lock
         self._writers: dict[tuple[str, str], GroupCommit[InboxItem, bool]] = {}
         self._writers_lock = threading.Lock()
+        self._journaled: dict[Path, _Journaled] = {}  # read and changed only under the exclusive lock
+        self._settler = Settler(self._settled)
 
     def inbox_dir(self, tenant_id: str, worker_id: str) -> Path:
         """The worker's inbox folder (blocking: resolves symlinks); ids validated, stays in the workspace."""
@@ -145,12 +168,12 @@ class FileInboxStore:
         return True
 
     def _writer(self, item: InboxItem) -> GroupCommit[InboxItem, bool]:
-        """The worker's group commit: concurrent writes in this process share one lock and one folder fsync."""
+        """The worker's group commit: concurrent writes in this process share one lock and one journal fsync."""
         key = (item.tenant_id, item.worker_id)
         with self._writers_lock:
             writer = self._writers.get(key)
             if writer is None:
-                writer = self._writers[key] = GroupCommit(self._commit, name=f"inbox-write-{key[0]}-{key[1]}")
+                writer = self._writers[key] = GroupCommit(self._append, name=f"inbox-write-{key[0]}-{key[1]}")
         return writer
 
     async def get(self, tenant_id: str, worker_id: str, item_id: str) -> InboxItem | None:
@@ -193,35 +216,109 @@ class FileInboxStore:
 
     # -- blocking parts, run in a worker thread ------------------------------------
 
-    def _commit(self, batch: builtins.list[_Request]) -> builtins.list[_Request]:
-        """Store a batch of new items of one worker under one lock; a write is answered True only once
-        its files and the folders naming them are fsynced. The files are fsynced in parallel (the
-        filesystem merges the flushes) and each folder once. An item that fails alone fails alone.
-        A request repeating an earlier one of the batch waits for the next batch, to see how that one ends."""
+    def _append(self, batch: builtins.list[_Request]) -> builtins.list[_Request]:
+        """Journal a batch of new items of one worker under one lock: one append, one fdatasync, and only
+        then is each write answered True. An item that fails to encode fails alone. A request repeating
+        an earlier one of the batch waits for the next batch, to see how that one ends."""
         first = batch[0].value
         folder = self.inbox_dir(first.tenant_id, first.worker_id)
         with _locked(folder, exclusive=True):
-            fresh, later = _fresh(folder, batch)
-            staged: builtins.list[_Staged] = []
-            for request, name, marker in fresh:
-                staged.append(_Staged(request, name, marker))
+            journaled = self._journal_of(folder)
+            fresh, later = _fresh(folder, batch, journaled)
+            lines: builtins.list[bytes] = []
+            kept: _Fresh = []
+            for entry in fresh:
                 try:
-                    staged[-1].stage(folder)
+                    lines.append(encode_item(entry[0].value))
                 except BaseException as exc:
-                    staged.pop().fail(exc)
-            staged = _fsynced(staged)
-            # items are durable before their markers exist: a crash can let a resent duplicate in, never lose one
-            staged = [entry for entry in staged if entry.settle(entry.item_tmp)]
-            if not staged:
+                    entry[0].future.set_exception(exc)
+                    continue
+                kept.append(entry)
+            if not kept:
                 return later
+            try:
+                journaled.mark = journal.append(folder / JOURNAL_NAME, journaled.mark, lines)
+            except BaseException as exc:
+                self._journaled.pop(folder, None)
+                for request, _, _ in kept:
+                    request.future.set_exception(exc)
+                return later
+            for _, name, marker in kept:
+                journaled.names.add(name)
+                if marker is not None:
+                    journaled.markers.add(marker)
+        for request, _, _ in kept:
+            request.future.set_result(True)
+        self._settler.appended(folder, len(kept))
+        return later
+
+    def _journal_of(self, folder: Path) -> _Journaled:
+        """This process's view of the worker's journal; a journal it did not write (another process's, or
+        one a crash left behind) is settled first. Call under the exclusive lock."""
+        mark = journal.mark_of(folder / JOURNAL_NAME)
+        known = self._journaled.get(folder)
+        if known is not None and known.mark == mark:
+            return known
+        if mark is not None:
+            self._settle(folder)
+        known = self._journaled[folder] = _Journaled(None)
+        return known
+
+    def _settled(self, folder: Path) -> None:
+        """Settle the worker's journal if there is one (blocking; takes the exclusive lock)."""
+        if (folder / JOURNAL_NAME).exists():
+            with _locked(folder, exclusive=True):
+                self._settle(folder)
+
+    def _settle(self, folder: Path) -> None:
+        """Turn the journal's lines into fsynced item files in pending/, then their markers, then drop the
+        journal. Idempotent: an item already stored is skipped (its marker made if missing). Call under
+        the exclusive lock."""
+        path = folder / JOURNAL_NAME
+        lines = journal.read_lines(path)
+        if lines is None:
+            self._journaled.pop(folder, None)
+            return
+        items = self._journal_items(folder, lines)
+        new = [(item, name) for item, name, stored in items if not stored]
+        if new:
+            paths = [folder / InboxState.PENDING / name for _, name in new]
+            temps = _durable_temps(
+                [(path, encode_item(item, indent=2)) for path, (item, _) in zip(paths, new, strict=True)]
+            )
+            for tmp, target in zip(temps, paths, strict=True):
+                tmp.replace(target)
             _bump_generation(folder)
             _fsync_dirs([folder / InboxState.PENDING])
-            staged = [entry for entry in staged if entry.settle(entry.marker_tmp)]
-            if any(entry.marker is not None for entry in staged):
-                _fsync_dirs([folder / _DEDUPE])
-        for entry in staged:
-            entry.request.future.set_result(True)
-        return later
+        keyed = [item for item, _, _ in items if item.dedupe_key is not None]
+        for item in keyed:
+            _make_marker(folder / _DEDUPE / _dedupe_name(item.dedupe_key or ""), item.item_id)
+        if keyed:
+            _fsync_dirs([folder / _DEDUPE])
+        journal.remove(path)
+        self._journaled.pop(folder, None)
+
+    def _journal_items(self, folder: Path, lines: builtins.list[bytes]) -> builtins.list[tuple[InboxItem, str, bool]]:
+        """(item, file name, already stored) for each line; a key another item holds drops the line, an
+        unreadable line is kept in corrupt/."""
+        found: builtins.list[tuple[InboxItem, str, bool]] = []
+        seen: set[str] = set()
+        where = str(folder / JOURNAL_NAME)
+        for line in lines:
+            try:
+                item = check_owner(decode_item(line, where), *_owner(folder), where)
+            except InboxError as exc:
+                _keep_corrupt_line(folder, line, exc)
+                continue
+            name = _file_name(item)
+            owner = _marker_owner(folder / _DEDUPE / _dedupe_name(item.dedupe_key)) if item.dedupe_key else None
+            key = item.dedupe_key or name
+            if key in seen or (owner is not None and owner != item.item_id):
+                log.info("inbox journal %s: item %s dropped, its dedupe key is taken", where, item.item_id)
+                continue
+            seen.add(key)
+            found.append((item, name, _locate(folder, name) is not None))
+        return found
 
     def _purge(self, tenant_id: str, worker_id: str, cutoff_us: int, limit: int) -> int:
         folder = self.inbox_dir(tenant_id, worker_id)
@@ -241,10 +338,9 @@ class FileInboxStore:
                     key = None
                 if key is not None:
                     marker = folder / _DEDUPE / _dedupe_name(key)
-                    with contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
-                        if marker.read_text(encoding="utf-8").strip() == entry.item_id:
-                            marker.unlink()
-                            markers = True
+                    if _marker_owner(marker) == entry.item_id:
+                        marker.unlink(missing_ok=True)
+                        markers = True
                 path.unlink(missing_ok=True)
             if old:
                 _fsync_dirs([folder / InboxState.CONSUMED, *([folder / _DEDUPE] if markers else [])])
@@ -255,6 +351,7 @@ class FileInboxStore:
         folder = self.inbox_dir(tenant_id, worker_id)
         if not folder.is_dir():
             return None
+        self._settled(folder)
         with _locked(folder, exclusive=False):
             for sub in (*_STATES, _CORRUPT):
                 for entry in _entries(folder / sub, InboxState.PENDING):  # the state is unused here
@@ -268,6 +365,7 @@ class FileInboxStore:
         folder = self.inbox_dir(tenant_id, worker_id)
         if not folder.is_dir():
             return ()
+        self._settled(folder)
         found: list[InboxItem] = []
         with _locked(folder, exclusive=False):
             entries = sorted(e for s in ([state] if state else _STATES) for e in _entries(folder / s, s))
@@ -283,6 +381,7 @@ class FileInboxStore:
         folder = self.inbox_dir(tenant_id, worker_id)
         if not folder.is_dir():
             return dict.fromkeys(_STATES, 0)
+        self._settled(folder)
         with _locked(folder, exclusive=False):
             return {state: sum(1 for _ in _entries(folder / state, state)) for state in _STATES}
 
@@ -293,6 +392,7 @@ class FileInboxStore:
         taken: list[InboxItem] = []
         touched: set[Path] = set()
         with _locked(folder, exclusive=True):
+            self._settle(folder)
             now = self._clock()
             try:
                 moves: builtins.list[tuple[Path, InboxItem]] = []
@@ -410,68 +510,22 @@ class FileInboxStore:
         return item
 
 
-@dataclass(eq=False)
-class _Staged:
-    """One new item of a batch: its temp files are written first, fsynced together, then renamed."""
-
-    request: _Request
-    name: str
-    marker: Path | None
-    item_tmp: tuple[Path, Path] | None = None  # (temp file, final path)
-    marker_tmp: tuple[Path, Path] | None = None
-
-    def stage(self, folder: Path) -> None:
-        self.item_tmp = _temp_file(folder / InboxState.PENDING / self.name, encode_item(self.request.value, indent=2))
-        if self.marker is not None:
-            self.marker_tmp = _temp_file(self.marker, self.request.value.item_id.encode())
-
-    def temps(self) -> builtins.list[Path]:
-        return [pair[0] for pair in (self.item_tmp, self.marker_tmp) if pair is not None]
-
-    def settle(self, pair: tuple[Path, Path] | None) -> bool:
-        """Rename one temp file into place; False (the write failed) if that fails."""
-        if pair is None:
-            return True
-        try:
-            pair[0].replace(pair[1])
-        except BaseException as exc:
-            self.fail(exc)
-            return False
-        return True
-
-    def fail(self, exc: BaseException) -> None:
-        for tmp in self.temps():
-            tmp.unlink(missing_ok=True)
-        self.request.future.set_exception(exc)
-
-
-def _fsynced(staged: builtins.list[_Staged]) -> builtins.list[_Staged]:
-    """Those whose temp files all reached the disk; the others fail."""
-    fsyncs = {entry: [_FSYNC_POOL.submit(_fsync_file, tmp) for tmp in entry.temps()] for entry in staged}
-    kept = []
-    for entry, futures in fsyncs.items():
-        errors = [error for error in (future.exception() for future in futures) if error is not None]
-        if errors:
-            entry.fail(errors[0])
-        else:
-            kept.append(entry)
-    return kept
-
-
-def _fresh(folder: Path, batch: builtins.list[Request[InboxItem, bool]]) -> tuple[_Fresh, builtins.list[_Request]]:
-    """The requests to store now, with their file name and dedupe marker, and those repeating an earlier
-    request of the batch; a duplicate of a stored item is answered False."""
+def _fresh(
+    folder: Path, batch: builtins.list[_Request], journaled: _Journaled
+) -> tuple[_Fresh, builtins.list[_Request]]:
+    """The requests to journal now, with their file name and dedupe marker name, and those repeating an
+    earlier request of the batch; a duplicate of a stored or journaled item is answered False."""
     fresh: _Fresh = []
     later: builtins.list[_Request] = []
     names: set[str] = set()
-    markers: set[Path] = set()
+    markers: set[str] = set()
     for request in batch:
         item = request.value
         name = _file_name(item)
-        marker = folder / _DEDUPE / _dedupe_name(item.dedupe_key) if item.dedupe_key is not None else None
-        if name in names or marker in markers:
+        marker = _dedupe_name(item.dedupe_key) if item.dedupe_key is not None else None
+        if name in names or (marker is not None and marker in markers):
             later.append(request)
-        elif (marker is not None and marker.exists()) or _locate(folder, name) is not None:
+        elif _taken(folder, name, marker, journaled):
             request.future.set_result(False)
         else:
             names.add(name)
@@ -479,6 +533,47 @@ def _fresh(folder: Path, batch: builtins.list[Request[InboxItem, bool]]) -> tupl
                 markers.add(marker)
             fresh.append((request, name, marker))
     return fresh, later
+
+
+def _taken(folder: Path, name: str, marker: str | None, journaled: _Journaled) -> bool:
+    if name in journaled.names:
+        return True
+    if marker is not None and (marker in journaled.markers or os.path.lexists(folder / _DEDUPE / marker)):
+        return True
+    return _locate(folder, name) is not None
+
+
+def _make_marker(marker: Path, item_id: str) -> None:
+    """A symlink naming the item: one atomic create-if-absent call, durable with its folder's fsync."""
+    marker.parent.mkdir(exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        marker.symlink_to(item_id)
+
+
+def _marker_owner(marker: Path) -> str | None:
+    """The id of the item holding a dedupe key: a symlink's target, or an older marker file's content."""
+    try:
+        return str(marker.readlink())
+    except FileNotFoundError:
+        return None
+    except OSError:  # not a symlink: a marker written before markers were symlinks
+        with contextlib.suppress(FileNotFoundError, UnicodeDecodeError):
+            return marker.read_text(encoding="utf-8").strip()
+    return None
+
+
+def _owner(folder: Path) -> tuple[str, str]:
+    """(tenant_id, worker_id) of an inbox folder: tenants/{t}/workers/{w}/runtime/inbox."""
+    return folder.parents[3].name, folder.parents[1].name
+
+
+def _keep_corrupt_line(folder: Path, line: bytes, exc: InboxError) -> None:
+    """A complete journal line that does not decode is never dropped silently: it goes to corrupt/."""
+    target = folder / _CORRUPT / f"journal-{uuid.uuid4().hex}.jsonl"
+    target.parent.mkdir(exist_ok=True)
+    _durable_temps([(target, line + b"\n")])[0].replace(target)
+    _fsync_dirs([target.parent])
+    log.error("%s; the line is kept in %s, the inbox goes on without it", exc, target)
 
 
 def _dedupe_name(key: str) -> str:
@@ -525,19 +620,9 @@ def _move_many(folder: Path, moves: Sequence[tuple[Path, InboxItem]]) -> set[Pat
     """`_move` for several items: their new contents are written to temp files and fsynced in
     parallel (the filesystem merges the flushes), then each replaces its file and is renamed into its
     state's folder. Each file is always whole; the caller fsyncs the folders returned."""
-    staged: builtins.list[tuple[Path, InboxItem, Path]] = []
-    try:
-        for path, item in moves:
-            tmp, _ = _temp_file(path, encode_item(item, indent=2))
-            staged.append((path, item, tmp))
-        for future in [_FSYNC_POOL.submit(_fsync_file, tmp) for _, _, tmp in staged]:
-            future.result()
-    except BaseException:
-        for _, _, tmp in staged:
-            tmp.unlink(missing_ok=True)
-        raise
+    temps = _durable_temps([(path, encode_item(item, indent=2)) for path, item in moves])
     touched: set[Path] = set()
-    for path, item, tmp in staged:
+    for (path, item), tmp in zip(moves, temps, strict=True):
         tmp.replace(path)
         touched |= _move(path, folder, item, rewrite=False)
     return touched
@@ -580,6 +665,32 @@ def _temp_file(path: Path, data: bytes) -> tuple[Path, Path]:
         tmp.unlink(missing_ok=True)
         raise
     return tmp, path
+
+
+def _durable_temps(files: Sequence[tuple[Path, bytes]]) -> builtins.list[Path]:
+    """A temp file next to each path holding its data, all fsynced in parallel (the filesystem merges the
+    flushes); on any failure none is left behind."""
+    temps: builtins.list[Path] = []
+    try:
+        for path, data in files:
+            temps.append(_temp_file(path, data)[0])
+        _fsync_files(temps)
+    except BaseException:
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
+        raise
+    return temps
+
+
+def _fsync_files(paths: Sequence[Path]) -> None:
+    try:
+        futures = [_FSYNC_POOL.submit(_fsync_file, path) for path in paths]
+    except RuntimeError:  # the interpreter is exiting and the pool takes no more work: fsync here
+        futures = []
+        for path in paths:
+            _fsync_file(path)
+    for future in futures:
+        future.result()
 
 
 def _fsync_file(path: Path) -> None:
