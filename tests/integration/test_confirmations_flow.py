@@ -204,12 +204,19 @@ def test_a_tool_call_waiting_for_approval_runs_once_approved_and_the_task_contin
     )
     workspace = small_workspace({"acme": ["alice"]}, {"tenants/acme/workers/alice/PERSONA.md": persona})
     write = ToolCallReply("file_write", {"path": "files/notes.txt", "content": "ship on Friday"}, "call_w1")
+    listing = ToolCallReply("file_list", {"path": "files"}, "call_l1")
 
-    def sees_the_result(body: dict[str, Any]) -> None:
-        last = body["messages"][-1]["content"]
-        assert "[approved tool call file_write(" in last and "files/notes.txt" in last
+    def continues_where_it_stopped(body: dict[str, Any]) -> None:  # the checkpoint plus the approved result
+        *_, user, assistant, listed, approved = body["messages"]
+        assert user["role"] == "user" and user["content"].startswith("Write down: ship on Friday")
+        assert [c["id"] for c in assistant["tool_calls"]] == ["call_l1", "call_w1"]
+        assert listed["tool_call_id"] == "call_l1"
+        assert approved["role"] == "tool" and approved["tool_call_id"] == "call_w1"
+        assert "notes.txt" in approved["content"]
 
-    model_server.expect(Reply(tool_calls=(write,)), Reply("Noted in files/notes.txt.", check=sees_the_result))
+    model_server.expect(
+        Reply(tool_calls=(listing, write)), Reply("Noted in files/notes.txt.", check=continues_where_it_stopped)
+    )
     headers = auth(workspace)
     with running(tmp_path, workspace, model_server) as (client, runtime):
 
@@ -235,3 +242,5 @@ def test_a_tool_call_waiting_for_approval_runs_once_approved_and_the_task_contin
         audit = (workspace / "tenants/acme/workers/alice/runtime/tool_audit.jsonl").read_text(encoding="utf-8")
         approved = [json.loads(line) for line in audit.splitlines() if '"approved": true' in line]
         assert [(a["tool"], a["call_id"]) for a in approved] == [("file_write", "call_w1")]
+        listed = [line for line in audit.splitlines() if '"call_l1"' in line]
+        assert len(listed) == 1  # the call before the interrupt is not run again

@@ -17,7 +17,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -123,6 +123,8 @@ class Confirmation:
     posture: str = "normal"
     approval_ref: str | None = None  # the gate approval the waiting run carried, if any
     evidence: dict[str, Any] | None = None  # the request's confidence / sources / actions (governance.evidence)
+    # a ReAct run's conversation up to the waiting call: approval appends the call's result and continues
+    checkpoint: list[dict[str, Any]] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
 
@@ -594,9 +596,14 @@ async def resolve(
         raise ValueError(f"decision must be 'approve' or 'reject', got {decision!r}")
     status: Status = "approved" if decision == "approve" else "rejected"
     decided = await router.confirmations.decide_async(tenant_id, worker_id, confirmation_id, status, by)
-    text = decided.text
+    text: str = decided.text
+    resume: tuple[dict[str, Any], ...] = ()
     if status == "approved" and decided.kind == "tool":
-        text = f"{decided.text}\n\n{await _run_approved_call(router, decided)}"
+        call_id, result = await _run_approved_call(router, decided)
+        if decided.checkpoint:  # continue the loop where it stopped: nothing before the call runs again
+            resume = (*decided.checkpoint, {"role": "tool", "tool_call_id": call_id, "content": result})
+        else:  # a workflow's interrupt: the task runs again with the call's result
+            text = f"{decided.text}\n\n{_approved_call_text(decided, result)}"
     waiting = RunRef(tenant_id, worker_id, decided.run_id)
     try:
         if status == "rejected":
@@ -621,13 +628,14 @@ async def resolve(
         goal_id=decided.goal_id,
         approval_ref=confirmation_id if decided.kind == "gate" else decided.approval_ref,
         evidence=evidence_from(decided.evidence or {}, f"confirmation {confirmation_id} evidence"),
+        resume=resume,
     )
     record, output = await (run or partial(_run_to_end, router))(req)
     return Resolution(decided, record, output)
 
 
-async def _run_approved_call(router: WorkerRouter, confirmation: Confirmation) -> str:
-    """Run the one approved tool call; what it returned, as text for the continuation."""
+async def _run_approved_call(router: WorkerRouter, confirmation: Confirmation) -> tuple[str, str]:
+    """Run the one approved tool call: its id and what it returned, as text."""
     from genworker.tools.base import ToolCall
     from genworker.tools.outcomes import outcome_text
 
@@ -644,8 +652,13 @@ async def _run_approved_call(router: WorkerRouter, confirmation: Confirmation) -
         approved_call_ids=frozenset({call.id}),
     )
     outcome = await router.tools.pipeline_for(worker).execute(scope, call, "system")
-    arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
-    return f"[approved tool call {call.name}({arguments}) was run by the runtime; result]\n{outcome_text(outcome)}"
+    return call.id, outcome_text(outcome)
+
+
+def _approved_call_text(confirmation: Confirmation, result: str) -> str:
+    spec = confirmation.tool_call or {}
+    arguments = json.dumps(spec.get("arguments") or {}, ensure_ascii=False, default=str)
+    return f"[approved tool call {spec.get('name')}({arguments}) was run by the runtime; result]\n{result}"
 
 
 async def _run_to_end(router: WorkerRouter, req: RouteRequest) -> tuple[RunRecord | None, str]:

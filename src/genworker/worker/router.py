@@ -83,6 +83,7 @@ class RouteRequest:
     idempotency_key: str | None = None  # a second request with the same key gets the first run back
     scheduled_for: datetime | None = None
     evidence: Evidence = NO_EVIDENCE  # an inferred action's confidence, sources, actions (the Policy Gate's)
+    resume: tuple[Message, ...] = ()  # an approved tool call's checkpoint: the engine continues it
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +231,7 @@ class WorkerRouter:
             thread_id=thread_id,
         )
         assert match.skill is not None
-        engine_req = EngineRequest(run_id, match.skill, context.task, scope)
+        engine_req = EngineRequest(run_id, match.skill, context.task, scope, resume=req.resume)
         settled = _Settled()
         async for event in self._engine_events(engine_req, context, ref, question, settled):
             yield event
@@ -242,7 +243,7 @@ class WorkerRouter:
             self._append_turn(session, req, run_id, result),
             self._remember(binding, req, result, task_id, recalled, scope.secrets),
         )
-        await self._ask_tool_approval(req, manifest, ref, result, decision.posture)
+        await self._ask_tool_approval(req, manifest, ref, result, decision.posture, match.skill.name)
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
         yield RouteDone(result, record)
@@ -391,9 +392,10 @@ class WorkerRouter:
         yield RouteDone(pending, record)
 
     async def _ask_tool_approval(
-        self, req: RouteRequest, manifest: TaskManifest, ref: RunRef, result: RunResult, posture: str
+        self, req: RouteRequest, manifest: TaskManifest, ref: RunRef, result: RunResult, posture: str, skill_id: str
     ) -> None:
-        """A tool call or graph interrupt the run waits on becomes a confirmation (none: nothing)."""
+        """A tool call or graph interrupt the run waits on becomes a confirmation (none: nothing),
+        with the skill that ran and, from a ReAct loop, its checkpoint, so approval continues it."""
         call = result.pending_approval
         if call is None:
             return
@@ -404,10 +406,11 @@ class WorkerRouter:
             task_id=manifest.task_id,
             thread_id=manifest.thread_id or "",
             text=req.text,
-            skill_id=req.skill_id,
+            skill_id=skill_id,
             gate_ref=None,
             reasons=(result.error or f"tool {call.name} needs a person's approval",),
             kind="tool",
+            checkpoint=[dict(m) for m in result.checkpoint],
             tool_call={"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
             posture=posture,
             approval_ref=manifest.provenance.approval_ref,
@@ -474,8 +477,9 @@ class _EventSink:
 def _with_context(req: EngineRequest, context: ManagedContext) -> EngineRequest:
     """`req` with the assembled prompt: system text, history and task from `context`."""
     return EngineRequest(
-        req.run_id, req.skill, context.task, req.scope, context.system_prompt, tuple(context.history), req.purpose
-    )
+        req.run_id, req.skill, context.task, req.scope, context.system_prompt, tuple(context.history), req.purpose,
+        req.resume,
+    )  # fmt: skip
 
 
 def _runs_in(session: ConversationSession | None) -> tuple[str, ...]:
