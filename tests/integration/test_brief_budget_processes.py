@@ -4,8 +4,6 @@ Lua): together they never take more than the day's cap, and a retried item count
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +13,7 @@ from redis import Redis
 
 from genworker.autonomy.briefs import BriefStore, FileBriefStore, RedisBriefStore
 from genworker.autonomy.briefs.redis_store import BUDGET_TTL_S
+from genworker.testing.processes import release, start_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -65,26 +64,11 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 
 async def start_runner(backend: Backend, owner: str) -> asyncio.subprocess.Process:
-    args = (backend.kind, backend.where, backend.prefix, owner, str(LIMIT), str(TRIES))
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        RUNNER,
-        *args,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    ready = await asyncio.wait_for(process.stdout.readline(), 60)
-    assert ready == b"ready\n", ready
-    return process
+    return await start_ready(RUNNER, backend.kind, backend.where, backend.prefix, owner, str(LIMIT), str(TRIES))
 
 
 async def finish(process: asyncio.subprocess.Process) -> list[str]:
-    out, err = await asyncio.wait_for(process.communicate(b"go\n"), 300)
-    assert process.returncode == 0, err.decode("utf-8", "replace")
-    taken: list[str] = json.loads(out.decode("utf-8"))
+    taken: list[str] = await release(process)
     return taken
 
 

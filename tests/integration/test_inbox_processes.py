@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -14,6 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from genworker.autonomy.inbox import FileInboxStore, InboxState, InboxStore, RedisInboxStore, new_item
+from genworker.testing.processes import release, start_ready
 
 pytestmark = pytest.mark.anyio
 
@@ -68,28 +67,11 @@ async def inbox(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 
 
 async def start_runner(inbox: Inbox, owner: str) -> asyncio.subprocess.Process:
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        RUNNER,
-        inbox.kind,
-        inbox.where,
-        inbox.prefix,
-        owner,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    assert process.stdout is not None
-    ready = await asyncio.wait_for(process.stdout.readline(), 60)
-    assert ready == b"ready\n", ready
-    return process
+    return await start_ready(RUNNER, inbox.kind, inbox.where, inbox.prefix, owner)
 
 
 async def finish(process: asyncio.subprocess.Process) -> list[str]:
-    out, err = await asyncio.wait_for(process.communicate(b"go\n"), 300)
-    assert process.returncode == 0, err.decode("utf-8", "replace")
-    consumed: list[str] = json.loads(out.decode("utf-8"))
+    consumed: list[str] = await release(process)
     return consumed
 
 
