@@ -7,6 +7,7 @@ outbound delivery; everything else is the production path.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import hmac
@@ -28,6 +29,7 @@ from slack_sdk.signature import SignatureVerifier
 from wechatpy.enterprise.crypto import WeChatCrypto
 
 from genworker.api.app import create_app
+from genworker.autonomy.inbox import FileInboxStore
 from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage
 from genworker.channels.ingest import FAILURE_TEXT
 from genworker.settings import load_settings
@@ -267,8 +269,8 @@ def test_feishu_group_mention_answer_and_monitoring_fact(server: Server, model_s
     assert outcomes == {"om_1": "replied", "om_2": "ignored", "om_3": "sensed"}
     [(message, outbound)] = server.replier.replies
     assert (message.event_id, outbound.text) == ("om_1", "The report is attached.")
-    inbox = server.workspace / "tenants/acme/workers/alice/runtime/inbox"
-    assert any("prod deploy failed" in p.read_text(encoding="utf-8") for p in inbox.rglob("*.json"))
+    items = asyncio.run(FileInboxStore(server.workspace).list("acme", "alice"))  # settles the journal first
+    assert any("prod deploy failed" in json.dumps(item.payload, default=dict) for item in items)
 
 
 def test_wecom_echostr_and_encrypted_message(server: Server, model_server: ScriptedModelServer) -> None:
