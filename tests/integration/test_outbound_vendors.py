@@ -12,23 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
 
 from genworker.channels.base import ChannelMessage, OutboundMessage
 from genworker.channels.outbound import ChannelDelivery, RetryPolicy, Target, VendorEndpoints, VendorHttp
 from genworker.channels.outbound.delivery import _Streamer
 from genworker.channels.registry import ChannelRegistry
 from genworker.testing.live_server import LiveServer
+from genworker.testing.vendors import Vendor, vendor_answer
 from genworker.workspace.registry import WorkspaceRegistry
 
 pytestmark = pytest.mark.anyio
@@ -58,72 +56,6 @@ CREDENTIALS = {
     "wecom": {"corpid": "ww-corp", "corpsecret": "wecom-secret", "agent_id": "1000002"},
     "dingtalk": {"app_key": "ding-key", "app_secret": "ding-secret", "robot_code": "ding-robot"},
 }
-
-
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    query: dict[str, str]
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class Vendor:
-    """The stand-in vendor API. `script[path]` answers come first; then each path's default."""
-
-    requests: list[Recorded] = field(default_factory=list)
-    script: dict[str, list[tuple[int, dict[str, Any], dict[str, str]]]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def app(self) -> FastAPI:
-        app = FastAPI()
-
-        @app.api_route("/{path:path}", methods=["GET", "POST", "PATCH", "PUT"])
-        async def anything(path: str, request: Request) -> JSONResponse:
-            raw = await request.body()
-            body = json.loads(raw) if raw else None  # a malformed body fails the test here
-            if raw:
-                assert request.headers["content-type"].startswith("application/json")
-            route = "/" + path
-            with self.lock:
-                self.requests.append(
-                    Recorded(request.method, route, dict(request.query_params), dict(request.headers), body)
-                )
-                scripted = self.script.get(route)
-                answer = scripted.pop(0) if scripted else None
-                n = len(self.requests)
-            status, payload, headers = answer or (200, _default(request.method, route, n), {})
-            return JSONResponse(payload, status, headers)
-
-        return app
-
-    def calls(self, path: str) -> list[Recorded]:
-        with self.lock:
-            return [r for r in self.requests if r.path == path]
-
-
-def _default(method: str, path: str, n: int) -> dict[str, Any]:
-    if path == "/open-apis/auth/v3/tenant_access_token/internal":
-        return {"code": 0, "msg": "ok", "tenant_access_token": f"t-{n}", "expire": 7200}
-    if path.startswith("/open-apis/im/v1/messages"):
-        return {"code": 0, "msg": "success", "data": {"message_id": f"om_{n}"}}
-    if path == "/cgi-bin/gettoken":
-        return {"errcode": 0, "errmsg": "ok", "access_token": f"w-{n}", "expires_in": 7200}
-    if path.startswith("/cgi-bin/"):
-        return {"errcode": 0, "errmsg": "ok", "msgid": f"msg-{n}"}
-    if path == "/v1.0/oauth2/accessToken":
-        return {"accessToken": f"d-{n}", "expireIn": 7200}
-    if path.startswith("/v1.0/robot/"):
-        return {"processQueryKey": f"q-{n}"}
-    if path == "/robot/sendBySession":
-        return {"errcode": 0, "errmsg": "ok"}
-    if path == "/chat.postMessage":
-        return {"ok": True, "channel": "C-OPS", "ts": f"1700000000.{n:06d}"}
-    if path == "/chat.update":
-        return {"ok": True}
-    return {"error": f"unknown path {method} {path}"}
 
 
 @dataclass
@@ -198,7 +130,7 @@ async def test_fifty_concurrent_feishu_sends_fetch_one_token(setup: Setup) -> No
     assert tokens[0].body == {"app_id": "cli_test", "app_secret": "feishu-app-secret"}
     sends = setup.vendor.calls("/open-apis/im/v1/messages")
     assert len(sends) == 50
-    issued = _default("POST", "/open-apis/auth/v3/tenant_access_token/internal", 1)["tenant_access_token"]
+    issued = vendor_answer("POST", "/open-apis/auth/v3/tenant_access_token/internal", 1)["tenant_access_token"]
     for sent in sends:
         assert sent.query == {"receive_id_type": "chat_id"}
         assert sent.headers["authorization"] == f"Bearer {issued}"

@@ -179,3 +179,37 @@ async def test_a_record_of_an_unknown_schema_version_is_refused(tmp_path: Path) 
     path.write_text(json.dumps({**json.loads(path.read_text("utf-8")), "schema_version": 9}), encoding="utf-8")
     with pytest.raises(UndoError, match="schema_version 9 is unknown"):
         await w.undo.get("acme", "w", uid)
+
+
+
+async def test_the_brief_reports_held_calls_pending_with_undo_done_and_the_ones_to_check(tmp_path: Path) -> None:
+    from genworker.autonomy.briefs import BriefService, FileBriefStore, held_calls
+
+    w = world(tmp_path)
+
+    async def hold(name: str, window: float) -> str:
+        return undo_id(await w.pipeline.execute(scope(tmp_path, name, window), ToolCall(name, "mailer", {"to": name})))
+
+    year = 365 * 86400.0
+    ids = {name: await hold(name, window) for name, window in (("undone", 60), ("executed", 3 * year), ("expired", 60))}
+    await w.undo.undo("acme", "w", ids["undone"], by="dana")
+    await w.undo.close()
+    restarted = w.window(clock=lambda: LATER, max_late_s=90 * 86400.0)  # runs "executed", expires "expired"
+    await restarted.recover()
+    await restarted.join()
+    ids["pending"] = await hold("pending", 10 * year)
+    await w.undo.close()  # its timer stops; the file stays pending
+    assert w.mailer.calls == [{"to": "executed"}]
+    briefs = BriefService(FileBriefStore(tmp_path), done=held_calls(restarted), clock=lambda: LATER)
+    first = await briefs.generate("acme", "w")
+    done = {item.ref: item for item in first.sections["done"]}
+    assert set(done) == {ids["pending"], ids["undone"], ids["executed"]}
+    assert done[ids["pending"]].options[0].command == f"/undo {ids['pending']}"
+    assert "undone by dana" in done[ids["undone"]].title
+    assert "ran after its undo window" in done[ids["executed"]].title
+    [check] = first.sections["conflicts"]
+    assert check.ref == ids["expired"] and "expired" in check.title
+    four_hours_on = LATER + timedelta(hours=4)
+    briefs = BriefService(FileBriefStore(tmp_path), done=held_calls(restarted), clock=lambda: four_hours_on)
+    later = await briefs.generate("acme", "w")  # decided items are reported once; a pending one until decided
+    assert [item.ref for item in later.sections["done"]] == [ids["pending"]] and later.sections["conflicts"] == ()

@@ -51,8 +51,11 @@ __all__ = [
     "EventJournal",
     "JournalEntry",
     "Outcome",
+    "approval_text",
     "build_channels",
     "create_channels",
+    "decode_message",
+    "encode_message",
     "session_thread_id",
     "stop_with",
 ]
@@ -72,13 +75,14 @@ def session_thread_id(message: ChannelMessage) -> str:
     return "ch-" + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:32]
 
 
-def _encode(message: ChannelMessage) -> dict[str, Any]:
+def encode_message(message: ChannelMessage) -> dict[str, Any]:
+    """`message` as JSON (the journal's form; `decode_message` reads it back)."""
     data = dataclasses.asdict(message)
     data["reply_context"] = dict(message.reply_context)
     return data
 
 
-def _decode(data: Mapping[str, Any]) -> ChannelMessage:
+def decode_message(data: Mapping[str, Any]) -> ChannelMessage:
     fields = dict(data)
     fields["mentions"] = tuple(fields.get("mentions", ()))
     fields["attachments"] = tuple(Attachment(**a) for a in fields.get("attachments", ()))
@@ -113,7 +117,7 @@ class EventJournal:
             "schema_version": SCHEMA_VERSION,
             "attempts": entry.attempts,
             "answer": entry.answer,
-            "message": _encode(entry.message),
+            "message": encode_message(entry.message),
         }
         write_atomic(entry.path, json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
@@ -128,7 +132,7 @@ class EventJournal:
             raise ValueError(
                 f"{path}: unknown schema_version {data.get('schema_version')!r} (expected {SCHEMA_VERSION})"
             )
-        return JournalEntry(path, _decode(data["message"]), int(data.get("attempts", 0)), data.get("answer"))
+        return JournalEntry(path, decode_message(data["message"]), int(data.get("attempts", 0)), data.get("answer"))
 
     def pending(self) -> list[Path]:
         """Every worker's entries, oldest first."""
@@ -192,6 +196,7 @@ class ChannelProcessor:
         self._workers: list[asyncio.Task[None]] = []
         self._warned_no_replier = False
         self._inflight: set[Path] = set()
+        self._routing: dict[str, ChannelMessage] = {}  # by the run's idempotency key, while it runs
 
     async def start(self) -> int:
         """Queue what a previous process left in the journal, then start working; returns that count."""
@@ -213,6 +218,10 @@ class ChannelProcessor:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._workers.clear()
+
+    def origin(self, idempotency_key: str | None) -> ChannelMessage | None:
+        """The message a run of this process is answering, while it runs (by the run's idempotency key)."""
+        return self._routing.get(idempotency_key) if idempotency_key is not None else None
 
     def submit(self, entry: JournalEntry) -> None:
         self._queue.put_nowait(entry)
@@ -374,6 +383,7 @@ class ChannelProcessor:
         if self.router is None:
             log.error("[Channels] no router: cannot answer %s on %s", message.event_id, message.adapter_id)
             return FAILURE_TEXT
+        key = f"channel:{message.adapter_id}:{message.event_id}"
         req = RouteRequest(
             tenant_id=message.tenant_id,
             worker_id=message.worker_id,
@@ -381,9 +391,10 @@ class ChannelProcessor:
             source_type="chat",
             source_id=f"{message.platform}:{message.sender_id}",
             thread_id=session_thread_id(message),
-            idempotency_key=f"channel:{message.adapter_id}:{message.event_id}",
+            idempotency_key=key,
         )
         approval: ApprovalRequired | None = None
+        self._routing[key] = message
         try:
             async for event in self.router.route_stream(req):
                 if isinstance(event, TextDelta) and on_text is not None:
@@ -395,6 +406,8 @@ class ChannelProcessor:
         except Exception:
             log.exception("[Channels] run for %s on %s failed", message.event_id, message.adapter_id)
             return FAILURE_TEXT
+        finally:
+            self._routing.pop(key, None)
         return FAILURE_TEXT
 
     async def _answer(self, entry: JournalEntry, text: str) -> None:
@@ -420,8 +433,7 @@ def _final_text(done: RouteDone, approval: ApprovalRequired | None) -> str | Non
         case "completed":
             return result.output or "Done."
         case "approval_required":
-            ref = approval.call_id if approval is not None else "?"
-            return f"This needs a confirmation first. Reply /approve_confirmation {ref} or /reject_confirmation {ref}."
+            return approval_text(approval.call_id if approval is not None else "?")
         case "max_turns_exceeded" | "condition_stopped" | "waiting":
             return result.output or FAILURE_TEXT
         case _:
@@ -429,6 +441,11 @@ def _final_text(done: RouteDone, approval: ApprovalRequired | None) -> str | Non
                 "[Channels] run %s ended %s: %s %s", done.record.run_id, result.status, result.error_code, result.error
             )
             return FAILURE_TEXT
+
+
+def approval_text(ref: str) -> str:
+    """The answer to a conversation whose run waits for a person's confirmation `ref`."""
+    return f"This needs a confirmation first. Reply /approve_confirmation {ref} or /reject_confirmation {ref}."
 
 
 @dataclass

@@ -28,6 +28,8 @@ from genworker.autonomy.briefs import (
     FileBriefStore,
     RedisBriefStore,
     done_runs,
+    held_calls,
+    joined,
 )
 from genworker.autonomy.command_backend import AutonomyCommandBackend
 from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
@@ -38,9 +40,11 @@ from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore,
 from genworker.autonomy.sensing import SensorRegistry
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
 from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, WaitingService, WaitingStore
+from genworker.autonomy.waiting.replies import ChannelReplies
 from genworker.autonomy.waiting.resume import registry_policy, resume_through, scan_interval, timeout_to_brief
-from genworker.autonomy.waiting.runs import park_run
+from genworker.autonomy.waiting.runs import cancel_parked, park_run
 from genworker.channels.email import EmailPolling
+from genworker.channels.ingest import Channels
 from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
@@ -136,6 +140,7 @@ class Runtime:
         from genworker.channels.ingest import build_channels, stop_with
 
         channels = await build_channels(self)  # sets self.channels; replier: self.channel_replier if set
+        self._connect_waiting(channels)
         self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
         email = EmailPolling(self.registry.root, channels.registry, channels.ingest.accept)  # IMAP conversation
         self._tasks.append(asyncio.create_task(email.run(self._stop), name="email-channel"))
@@ -283,6 +288,14 @@ class Runtime:
         notifier = self.router.confirmations.notifier if self.router is not None else None
         if isinstance(notifier, InboxConfirmationNotifier):  # confirmation notices: within the budget
             notifier.notify = through_briefs(briefs)
+
+    def _connect_waiting(self, channels: Channels) -> None:
+        """A run parked in an IM conversation gets its continuation's answer there (docs/waiting.md)."""
+        if self.waiting is None or self.router is None or self.channel_replier is None:
+            return
+        replies = ChannelReplies(self.channel_replier, channels.ingest.dedupe, channels.processor.origin)
+        self.waiting.on_resume = partial(resume_through, self.router, replies=replies)
+        self.tools.waits.park = partial(park_run, self.waiting, self.router, address=replies.address)
 
     async def _stop_policy(self) -> None:
         if self.waiting is not None:
@@ -485,12 +498,16 @@ async def build_autonomy(runtime: Runtime) -> None:
     waiting_store: WaitingStore = RedisWaitingStore(url) if shared and url else FileWaitingStore(root)
     brief_store: BriefStore = RedisBriefStore(runtime.redis) if shared and runtime.redis else FileBriefStore(root)
     runtime.briefs = BriefService(
-        brief_store, policy_of=policy_of, waiting=waiting_store, done=done_runs(runtime.router.tasks, root)
+        brief_store,
+        policy_of=policy_of,
+        waiting=waiting_store,
+        done=joined(done_runs(runtime.router.tasks, root), held_calls(runtime.tools.undo)),
     )
     runtime.waiting = WaitingService(
         waiting_store,
         partial(resume_through, runtime.router),
         on_timeout=partial(timeout_to_brief, runtime.briefs),
+        on_end=partial(cancel_parked, runtime.router),  # a cancelled or closed plan ends its parked run
         bus=runtime.bus,
         inbox=runtime.inbox,  # a sensed fact whose payload has a match_key wakes its plans
         policy_of=policy_of,

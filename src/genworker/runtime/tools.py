@@ -191,6 +191,7 @@ class ToolRuntime:
         posture: Posture = "normal",
         approved_call_ids: frozenset[str] = frozenset(),
         undo_window_s: float | None = None,
+        skill_id: str | None = None,
     ) -> ToolScope:
         policy = worker.persona.tool_policy
         worker_table, tenant_table = self._effect_tables(tenant, worker)
@@ -209,6 +210,7 @@ class ToolRuntime:
             worker_effect_overrides=worker_table,
             tenant_effect_overrides=tenant_table,
             undo_window_s=undo_window_s,
+            skill_id=skill_id,
         )
 
     def _effect_tables(self, tenant: Tenant, worker: Worker) -> tuple[EffectTable, EffectTable]:

@@ -37,6 +37,7 @@ class ToolScope:
     worker_effect_overrides: EffectTable | None = None  # PERSONA.md tool_effect_overrides
     tenant_effect_overrides: EffectTable | None = None  # TENANT.json tool_effect_overrides
     undo_window_s: float | None = None  # set: external/delegate calls are held this long (undo window)
+    skill_id: str | None = None  # the skill the run uses (explicit or matched)
 
 
 @dataclass(frozen=True, slots=True)

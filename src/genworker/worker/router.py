@@ -203,7 +203,14 @@ class WorkerRouter:
             yield RunError(run_id, "no_skill", message)
             yield RouteDone(RunResult("failed", error_code="no_skill", error=message), record)
             return
-        scope = self.tools.scope(tenant, worker, run_id, posture=decision.posture, undo_window_s=decision.undo_window_s)
+        scope = self.tools.scope(
+            tenant,
+            worker,
+            run_id,
+            posture=decision.posture,
+            undo_window_s=decision.undo_window_s,
+            skill_id=match.skill_id,  # wait_for_event records it, so the continuation keeps it
+        )
         task_text = req.text
         pre_script = outcome.duty.pre_script if outcome.duty is not None else None
         if pre_script is not None:  # run once, before the engine; its output joins the task text

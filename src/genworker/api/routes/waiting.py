@@ -127,7 +127,7 @@ async def _act(runtime: Runtime, principal: Principal, worker_id: str, plan_id: 
         if action == "resume":
             plan = await service.resume_plan(tenant_id, worker, plan_id, by=f"api:{principal.key_id}")
         else:
-            plan = await service.cancel(tenant_id, worker, plan_id)
+            plan = await service.cancel(tenant_id, worker, plan_id, by=f"api:{principal.key_id}")
     except (WaitingPlanNotFound, InvalidIdError):
         raise ApiError(404, "plan_not_found", f"no waiting plan {plan_id!r} for worker {worker_id!r}") from None
     except WaitingTransitionError as exc:

@@ -3,7 +3,7 @@ in a brief every few hours, each item with options. File backend by default, Red
 REDIS_URL is set. docs/briefs.md describes them."""
 
 from genworker.autonomy.briefs.budget import Admission, in_quiet_hours, local_day
-from genworker.autonomy.briefs.done import DoneSource, done_runs
+from genworker.autonomy.briefs.done import DoneSource, done_runs, held_calls, joined
 from genworker.autonomy.briefs.file_store import FileBriefStore
 from genworker.autonomy.briefs.models import (
     SCHEMA_VERSION,
@@ -42,7 +42,9 @@ __all__ = [
     "RedisBriefStore",
     "Section",
     "done_runs",
+    "held_calls",
     "in_quiet_hours",
+    "joined",
     "local_day",
     "render_brief",
     "render_item",

@@ -1,7 +1,11 @@
-"""The brief's "done automatically" section from the runs themselves: finished runs of the period
-whose Policy Gate result was `brief` (they ran without asking, so a person is told afterwards).
+"""The brief's "done automatically" section, from what happened rather than from recorded items:
 
-Read through the task lifecycle (never the task files) and the policy snapshots the runs name.
+- `done_runs`: finished runs of the period whose Policy Gate result was `brief` (they ran without
+  asking, so a person is told afterwards); read through the task lifecycle (never the task files)
+  and the policy snapshots the runs name;
+- `held_calls`: the tool calls the undo window held in the period — still pending (with the undo
+  command), executed, undone; one that expired, failed or whose outcome is unknown goes to
+  "Conflicts and risks", because a person has to look at it.
 """
 
 from __future__ import annotations
@@ -11,13 +15,14 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from genworker.autonomy.briefs.models import BriefItem, Option
+from genworker.autonomy.briefs.models import BriefItem, Option, Section
+from genworker.tools.middlewares.undo_window import DeferredCall, UndoWindow
 from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.errors import TaskFileError, TaskNotFound
 
-__all__ = ["DoneSource", "done_runs"]
+__all__ = ["DoneSource", "done_runs", "held_calls", "joined"]
 
 DoneSource = Callable[[str, str, datetime | None], Awaitable[list[BriefItem]]]
 _PAGE = 200
@@ -66,5 +71,55 @@ def done_runs(tasks: TaskLifecycle, workspace_root: Path) -> DoneSource:
                 )
             )
         return list(reversed(items))
+
+    return source
+
+
+def held_calls(undo: UndoWindow) -> DoneSource:
+    async def source(tenant_id: str, worker_id: str, since: datetime | None) -> list[BriefItem]:
+        records = await undo.records(tenant_id, worker_id)
+        return [_held_item(r) for r in sorted(records, key=lambda r: r.created_at) if _in_period(r, since)]
+
+    return source
+
+
+def _in_period(record: DeferredCall, since: datetime | None) -> bool:
+    """Still pending, or decided (created) since the last brief."""
+    return since is None or record.state == "pending" or (record.decided_at or record.created_at) > since
+
+
+def _held_item(record: DeferredCall) -> BriefItem:
+    when = f"{record.execute_at:%Y-%m-%d %H:%M} UTC"
+    see = Option(label="See the run", command=f"GET /api/v1/workers/{record.worker_id}/runs/{record.run_id}")
+    section: Section = "done"
+    match record.state:
+        case "pending":
+            title = f"{record.tool} runs at {when} unless undone"
+            options: tuple[Option, ...] = (Option(label="Undo", command=f"/undo {record.undo_id}"), see)
+        case "undone":
+            title, options = f"{record.tool} was undone by {record.decided_by} before it ran", (see,)
+        case "executing" | "executed":
+            title, options = f"{record.tool} ran after its undo window ({when})", (Option(label="Looks right"), see)
+        case _:  # expired, failed, outcome_unknown: a person has to look
+            section = "conflicts"
+            title, options = f"{record.tool}, held until {when}: {record.state.replace('_', ' ')}; please check", (see,)
+    return BriefItem(
+        item_id=f"held_{record.undo_id}"[:64],
+        section=section,
+        title=title,
+        created_at=record.decided_at or record.created_at,
+        reversibility="undo_window",
+        ref=record.undo_id,
+        detail=record.outcome,
+        options=options,
+    )
+
+
+def joined(*sources: DoneSource) -> DoneSource:
+    """One source giving every source's items, in order."""
+
+    async def source(tenant_id: str, worker_id: str, since: datetime | None) -> list[BriefItem]:
+        found = await asyncio.gather(*(s(tenant_id, worker_id, since) for s in sources))
+        return [item for items in found for item in items]
 
     return source

@@ -145,8 +145,9 @@ class BriefService:
             sections: dict[Section, list[BriefItem]] = {s: [] for s in SECTIONS}
             for item in recorded:
                 sections[item.section].append(item)
-            for section, items in live.items():
-                sections[section].extend(items)
+            for items in live.values():  # a live source may file an item elsewhere (e.g. a held call's problem)
+                for item in items:
+                    sections[item.section].append(item)
             sections["feedback"].append(self._feedback(tenant_id, worker_id, policy, now))
             brief = Brief(
                 brief_id=f"brief_{now.astimezone(UTC):%Y%m%dT%H%M%S}Z_{uuid.uuid4().hex[:4]}",

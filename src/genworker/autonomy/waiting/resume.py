@@ -1,19 +1,22 @@
 """How the runtime wires WAITING plans: route a resumed plan through the worker router (governance,
-so the Policy Gate, judges it again), put timeouts into the brief, read the effective policy of
-a loaded worker, and the timeout scan interval setting."""
+so the Policy Gate, judges it again) and send a parked run's answer to its conversation, put
+timeouts into the brief, read the effective policy of a loaded worker, and the timeout scan
+interval setting."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from genworker.autonomy.briefs import BriefService, Option
 from genworker.autonomy.waiting.models import WaitingPlan
-from genworker.autonomy.waiting.runs import continuation, continues_run, supersede_parked
+from genworker.autonomy.waiting.runs import continuation, continues_run, fail_parked, supersede_parked
 from genworker.settings import Settings, SettingsError
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy, resolve_policy
 
 if TYPE_CHECKING:
+    from genworker.autonomy.waiting.replies import ChannelReplies
     from genworker.worker.router import RouteRequest, WorkerRouter
     from genworker.workspace.registry import WorkspaceRegistry
 
@@ -49,15 +52,31 @@ def registry_policy(registry: WorkspaceRegistry) -> Callable[[str, str], Policy]
     return policy_of
 
 
-async def resume_through(router: WorkerRouter, plan: WaitingPlan) -> None:
+async def resume_through(router: WorkerRouter, plan: WaitingPlan, *, replies: ChannelReplies | None = None) -> None:
+    """Route the resumed `plan`. A run that parked itself is continued in its thread (a retry
+    finds the continuation under its idempotency key and runs nothing again); the parked run is
+    superseded by it, or fails when it cannot start, and its conversation gets the answer."""
     from genworker.autonomy.duties import route_through
 
-    if continues_run(plan):  # parked by its own run: continue that thread
-        record, created = await route_through(router, continuation(plan))
-        if created:
-            await supersede_parked(router, plan, record.run_id)
+    if not continues_run(plan):
+        await route_through(router, _api_request(plan))
         return
-    await route_through(router, _api_request(plan))
+    try:
+        record, _ = await route_through(router, _known_skill(router, continuation(plan)))
+    except Exception as exc:
+        await fail_parked(router, plan, f"its continuation could not start: {exc}")
+        raise
+    await supersede_parked(router, plan, record.run_id)
+    if replies is not None:
+        await replies.deliver(plan, record)
+
+
+def _known_skill(router: WorkerRouter, request: RouteRequest) -> RouteRequest:
+    """Without the parked run's skill when the worker no longer has it: the matcher picks one."""
+    worker = router.registry.worker(request.tenant_id, request.worker_id)
+    if request.skill_id is None or worker is None or request.skill_id in worker.skills:
+        return request
+    return replace(request, skill_id=None)
 
 
 def _api_request(plan: WaitingPlan) -> RouteRequest:

@@ -1,15 +1,19 @@
 """Runs that park themselves (the `wait_for_event` tool) and their continuation.
 
-Parking binds the plan to the run's tenant, worker, thread and task (`plan.resume`). When the
-plan resumes, a new run continues the same thread with the arriving event's payload as input,
-through the router (governance judges it again); the parked run, `paused` until then, is
-`superseded` by it. docs/waiting.md describes the flow.
+Parking binds the plan to the run's tenant, worker, thread, task and skill, and to the
+conversation the run answers when it came from a channel (`plan.resume`). When the plan resumes,
+a new run continues the same thread with the arriving event's payload as input, through the
+router (governance judges it again); the parked run, `paused` until then, is `superseded` by it.
+When the plan ends without resuming (cancelled, closed after its timeout) or its continuation
+cannot start, the parked run ends too. docs/waiting.md describes the flow.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from genworker.autonomy.waiting.models import WaitingPlan
@@ -17,20 +21,31 @@ from genworker.conversation.models import session_id_for
 from genworker.tools.builtin.waiting import WaitRequest
 from genworker.tools.context import ToolScope
 from genworker.worker.lifecycle.errors import TaskLifecycleError
-from genworker.worker.task import RunRef
+from genworker.worker.task import RunRecord, RunRef
 from genworker.workspace.models.base import thaw
 
 if TYPE_CHECKING:
     from genworker.autonomy.waiting.service import WaitingService
     from genworker.worker.router import RouteRequest, WorkerRouter
 
-__all__ = ["continuation", "continues_run", "park_run", "supersede_parked"]
+__all__ = ["Address", "cancel_parked", "continuation", "continues_run", "fail_parked", "park_run", "supersede_parked"]
+
+log = logging.getLogger("genworker.waiting")
 
 _MAX_PAYLOAD_CHARS: Final = 20_000  # of the event payload shown to the model
+_WAITING_SOURCE: Final = "waiting:"  # a continuation's source_id: waiting:{plan_id}
+
+Address = Callable[[RunRecord], Mapping[str, Any] | None]
+"""The conversation a run answers (ChannelReplies.address); None: not from a channel."""
 
 
 async def park_run(
-    waiting: WaitingService, router: WorkerRouter, scope: ToolScope, request: WaitRequest
+    waiting: WaitingService,
+    router: WorkerRouter,
+    scope: ToolScope,
+    request: WaitRequest,
+    *,
+    address: Address | None = None,
 ) -> WaitingPlan:
     """Park the run of `scope` as a WAITING plan on `request.match_key` (the same plan id again
     returns the stored plan: a retried tool call does not park twice)."""
@@ -48,9 +63,10 @@ async def park_run(
         "text": manifest.text,
         "reason": request.reason,
         "instructions": request.resume_instructions,
-        "skill_id": run.skill_id,
+        "skill_id": scope.skill_id or run.skill_id,  # the skill it ran with, matched or explicit
         "duty_id": run.provenance.duty_id,
         "goal_id": run.provenance.goal_id,
+        "reply_to": await _reply_to(waiting, run, address),
     }
     return await waiting.wait(
         scope.tenant_id,
@@ -61,6 +77,17 @@ async def park_run(
         resume=resume,
         plan_id=request.plan_id,
     )
+
+
+async def _reply_to(waiting: WaitingService, run: RunRecord, address: Address | None) -> Mapping[str, Any] | None:
+    """The conversation `run` answers: its channel message, or, for a continuation that waits
+    again, the conversation of the plan it continues."""
+    found = address(run) if address is not None else None
+    source = run.provenance.source_id or ""
+    if found is not None or run.provenance.source_type != "event" or not source.startswith(_WAITING_SOURCE):
+        return found
+    previous = await waiting.store.get(run.tenant_id, run.worker_id, source.removeprefix(_WAITING_SOURCE))
+    return previous.resume.get("reply_to") if previous is not None else None
 
 
 def continues_run(plan: WaitingPlan) -> bool:
@@ -78,7 +105,7 @@ def continuation(plan: WaitingPlan) -> RouteRequest:
         worker_id=plan.worker_id,
         text=_continuation_text(plan),
         source_type="event",
-        source_id=f"waiting:{plan.plan_id}",
+        source_id=f"{_WAITING_SOURCE}{plan.plan_id}",
         thread_id=_str(r.get("thread_id")),
         conversational=bool(r.get("conversational")),
         skill_id=_str(r.get("skill_id")),
@@ -90,9 +117,29 @@ def continuation(plan: WaitingPlan) -> RouteRequest:
 
 async def supersede_parked(router: WorkerRouter, plan: WaitingPlan, by_run_id: str) -> None:
     """The parked run ends `superseded` by its continuation (already ended: left as it is)."""
-    ref = RunRef(plan.tenant_id, plan.worker_id, str(plan.resume["run_id"]))
     with contextlib.suppress(TaskLifecycleError):
-        await router.tasks.supersede(ref, by_run_id)
+        await router.tasks.supersede(_parked(plan), by_run_id)
+
+
+async def cancel_parked(router: WorkerRouter, plan: WaitingPlan, reason: str) -> None:
+    """The plan ended without resuming: its parked run ends `cancelled` with `reason` (a plan
+    parked through the API has no run; a run that already ended is left as it is)."""
+    if not continues_run(plan):
+        return
+    try:
+        await router.tasks.cancel(_parked(plan), reason)
+    except TaskLifecycleError as exc:
+        log.info("[Waiting] parked run of plan %s not cancelled: %s", plan.plan_id, exc)
+
+
+async def fail_parked(router: WorkerRouter, plan: WaitingPlan, message: str) -> None:
+    """The continuation could not start: the parked run ends `failed` (resume_failed)."""
+    with contextlib.suppress(TaskLifecycleError):
+        await router.tasks.fail(_parked(plan), "resume_failed", message)
+
+
+def _parked(plan: WaitingPlan) -> RunRef:
+    return RunRef(plan.tenant_id, plan.worker_id, str(plan.resume["run_id"]))
 
 
 def _continuation_text(plan: WaitingPlan) -> str:

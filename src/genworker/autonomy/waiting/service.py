@@ -8,6 +8,8 @@ re-checks it); when that returns the plan is DONE.
 Timeout, per `on_timeout`: remind (back to WAITING for another wait), escalate (stays GATED and
 goes to the brief's confirmation section), remind_then_escalate (remind once, then escalate),
 close.
+A plan that ends without resuming — cancelled by a person, or closed after its timeout — is
+handed to `on_end` with the reason (the runtime ends the run that parked it).
 """
 
 from __future__ import annotations
@@ -34,13 +36,14 @@ from genworker.events import Event, EventBus, Subscription
 from genworker.observability.metrics import record_waiting_plan
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy
 
-__all__ = ["ResumeHandler", "TimeoutHandler", "WaitingService"]
+__all__ = ["EndHandler", "ResumeHandler", "TimeoutHandler", "WaitingService"]
 
 log = logging.getLogger("genworker.waiting")
 
 TimeoutOutcome = Literal["remind", "escalate", "close"]
 ResumeHandler = Callable[[WaitingPlan], Awaitable[None]]
 TimeoutHandler = Callable[[WaitingPlan, TimeoutOutcome], Awaitable[None]]
+EndHandler = Callable[[WaitingPlan, str], Awaitable[None]]  # a plan that ended without resuming, and why
 
 
 def _utc_now() -> datetime:
@@ -51,6 +54,10 @@ async def _nothing(plan: WaitingPlan, outcome: TimeoutOutcome) -> None:
     log.info("[Waiting] %s/%s plan %s timed out: %s", plan.tenant_id, plan.worker_id, plan.plan_id, outcome)
 
 
+async def _ended(plan: WaitingPlan, reason: str) -> None:
+    log.info("[Waiting] %s/%s plan %s ended: %s", plan.tenant_id, plan.worker_id, plan.plan_id, reason)
+
+
 class WaitingService:
     def __init__(
         self,
@@ -58,6 +65,7 @@ class WaitingService:
         on_resume: ResumeHandler,
         *,
         on_timeout: TimeoutHandler = _nothing,
+        on_end: EndHandler = _ended,
         bus: EventBus | None = None,
         policy_of: Callable[[str, str], Policy] | None = None,
         inbox: InboxStore | None = None,
@@ -68,6 +76,7 @@ class WaitingService:
         self.store = store
         self.on_resume = on_resume
         self.on_timeout = on_timeout
+        self.on_end = on_end
         self.scan_interval_s = scan_interval_s
         self.stop_grace_s = stop_grace_s
         self._bus = bus
@@ -170,7 +179,8 @@ class WaitingService:
         self._start(running)
         return running
 
-    async def cancel(self, tenant_id: str, worker_id: str, plan_id: str) -> WaitingPlan:
+    async def cancel(self, tenant_id: str, worker_id: str, plan_id: str, by: str = "") -> WaitingPlan:
+        """A person gives up a WAITING or GATED plan; `on_end` hears who."""
         plan = await self.store.get(tenant_id, worker_id, plan_id)
         if plan is None:
             raise WaitingPlanNotFound(f"no waiting plan {plan_id!r} for worker {tenant_id}/{worker_id}")
@@ -181,11 +191,13 @@ class WaitingService:
         now = self._clock()
         cancelled = await self.store.transition(tenant_id, worker_id, plan_id, plan.state, "cancelled", now=now)
         record_waiting_plan("cancelled")
+        await self.on_end(cancelled, f"the wait for {plan.match_key} was cancelled" + (f" by {by}" if by else ""))
         return cancelled
 
-    async def scan_once(self, limit: int = 1000) -> list[WaitingPlan]:
-        """Handle every wait that timed out by now; returns the plans after their timeout step."""
-        now = self._clock()
+    async def scan_once(self, limit: int = 1000, *, now: datetime | None = None) -> list[WaitingPlan]:
+        """Handle every wait that timed out by `now` (default: the clock's now); returns the plans
+        after their timeout step."""
+        now = now or self._clock()
         handled = [await self._timed_out(plan, now) for plan in await self.store.expire_due(now, limit)]
         self.last_scan = {"at": now.isoformat(), "expired": len(handled)}
         return handled
@@ -211,6 +223,8 @@ class WaitingService:
         else:
             outcome = "escalate"
         await self.on_timeout(plan, outcome)
+        if outcome == "close":
+            await self.on_end(plan, f"the wait for {plan.match_key} timed out and was closed")
         return plan
 
     # -- background: events and the scan --------------------------------------------------------

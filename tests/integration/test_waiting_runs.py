@@ -1,0 +1,299 @@
+"""Runs parked by wait_for_event, in the real runtime (LiteLLM to the scripted model, real files):
+cancelling or closing the plan ends the parked run, an escalated wait keeps it paused until a
+person decides, a continuation that cannot start fails it, and a run asked on Slack gets its
+continuation's answer in the same Slack thread exactly once — through the outbound delivery,
+against the local stand-in for the Slack API — with the skill the parked run used."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from fastapi.testclient import TestClient
+from slack_sdk.signature import SignatureVerifier
+
+from genworker.api.app import create_app
+from genworker.auth import ApiKeyStore
+from genworker.autonomy.duties import route_through
+from genworker.autonomy.waiting import WaitingPlan
+from genworker.channels.base import ChannelMessage
+from genworker.runtime.composition import Runtime
+from genworker.settings import load_settings
+from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
+from genworker.testing.live_server import LiveServer
+from genworker.testing.vendors import Vendor
+from genworker.worker.router import RouteError, RouteRequest
+from genworker.worker.task import RunRecord, RunRef, RunState
+from genworker.workspace.models.base import thaw
+
+T = TypeVar("T")
+KEY = "github:pr:42:merged"
+SLACK_SECRET = "fake-slack-signing-secret"
+SKILL = (
+    "---\nname: deployer\ndescription: Deploys releases.\nmetadata:\n  genworker:\n"
+    "    keywords:\n      - {keyword: deploy, weight: 2.0}\n---\nDo the deploy work.\n"
+)
+
+
+def persona(policy: str = "") -> str:
+    return (
+        "---\nidentity: {name: Alice, worker_id: alice}\nchannels:\n  - {type: slack}\n"
+        f"{policy}---\nYou are alice.\n"
+    )
+
+
+@pytest.fixture
+def build(small_workspace: Callable[..., Path]) -> Callable[..., Path]:
+    def make(policy: str = "") -> Path:
+        return small_workspace(
+            {"acme": ["alice"]},
+            {
+                "tenants/acme/workers/alice/PERSONA.md": persona(policy),
+                "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json": json.dumps(
+                    {"slack": {"bot_token": "xoxb-test", "signing_secret": SLACK_SECRET}}
+                ),
+                "tenants/acme/workers/alice/skills/deployer/SKILL.md": SKILL,
+            },
+        )
+
+    return make
+
+
+@contextmanager
+def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer, **env: str) -> Iterator[Harness]:
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    settings = load_settings(tmp_path / "configs", scripted_env(model, **env), workspace=workspace)
+    with TestClient(create_app(settings)) as client:
+        yield Harness(client, client.app.state.runtime, workspace)  # type: ignore[attr-defined]
+
+
+class Harness:
+    def __init__(self, client: TestClient, runtime: Runtime, workspace: Path) -> None:
+        self.client, self.runtime = client, runtime
+        self.headers = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme', None)[1]}"}
+
+    def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        return self.client.portal.call(fn)  # type: ignore[union-attr, arg-type, return-value]
+
+    def ask(self, text: str) -> RunRecord:
+        assert self.runtime.router is not None
+        router = self.runtime.router
+        record, _ = self.call(lambda: route_through(router, RouteRequest("acme", "alice", text)))
+        return record
+
+    def run(self, run_id: str) -> RunRecord:
+        assert self.runtime.router is not None
+        tasks = self.runtime.router.tasks
+        return self.call(lambda: tasks.get_run(RunRef("acme", "alice", run_id)))
+
+    def plan(self) -> WaitingPlan:
+        assert self.runtime.waiting is not None
+        store = self.runtime.waiting.store
+        [plan] = self.call(lambda: store.list("acme", "alice"))
+        return plan
+
+    def scan(self, at: datetime) -> list[WaitingPlan]:
+        assert self.runtime.waiting is not None
+        waiting = self.runtime.waiting
+        return self.call(lambda: waiting.scan_once(now=at))
+
+    def cancel(self, plan_id: str) -> dict[str, Any]:
+        response = self.client.post(f"/api/v1/workers/alice/waiting/{plan_id}/cancel", headers=self.headers)
+        assert response.status_code == 200, response.text
+        return dict(response.json()["plan"])
+
+
+def wait_call(**arguments: Any) -> Reply:
+    args = {"match_key": KEY, "reason": "the merge has to happen first", **arguments}
+    return Reply("I will wait for the merge.", tool_calls=(ToolCallReply("wait_for_event", args, "c1"),))
+
+
+def test_cancelling_the_plan_cancels_the_parked_run(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call())
+    with running(tmp_path, build(), model_server) as h:
+        parked = h.ask("Deploy PR 42 once it is merged.")
+        assert parked.state is RunState.PAUSED
+        assert h.cancel(h.plan().plan_id)["state"] == "cancelled"
+        run = h.run(parked.run_id)
+        assert run.state is RunState.CANCELLED
+        assert run.history[-1].note.startswith(f"the wait for {KEY} was cancelled by api:")
+
+
+def test_an_escalated_wait_keeps_the_run_paused_until_a_person_decides(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call(timeout_s=60))
+    with running(tmp_path, build(), model_server) as h:
+        parked = h.ask("Deploy PR 42 once it is merged.")
+        first = datetime.now(UTC) + timedelta(minutes=2)
+        [reminded] = h.scan(first)  # remind_then_escalate: a reminder, another wait
+        assert reminded.state == "waiting" and h.run(parked.run_id).state is RunState.PAUSED
+        [escalated] = h.scan(first + timedelta(hours=25))  # then the brief asks a person
+        assert escalated.state == "gated" and h.run(parked.run_id).state is RunState.PAUSED
+        h.cancel(escalated.plan_id)  # the person's decision ends it
+        assert h.run(parked.run_id).state is RunState.CANCELLED
+
+
+def test_a_wait_closed_after_its_timeout_cancels_the_run(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call(timeout_s=60))
+    workspace = build("policy: {waiting_timeout_action: close}\n")
+    with running(tmp_path, workspace, model_server) as h:
+        parked = h.ask("Deploy PR 42 once it is merged.")
+        [closed] = h.scan(datetime.now(UTC) + timedelta(minutes=2))
+        assert closed.state == "closed"
+        run = h.run(parked.run_id)
+        assert run.state is RunState.CANCELLED
+        assert run.history[-1].note == f"the wait for {KEY} timed out and was closed"
+
+
+def test_a_continuation_that_cannot_start_fails_the_parked_run(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call())
+    with running(tmp_path, build(), model_server) as h:
+        parked = h.ask("Deploy PR 42 once it is merged.")
+        plan = h.plan()
+        broken = replace(plan, resume={**thaw(plan.resume), "thread_id": "../elsewhere"})
+        assert h.runtime.waiting is not None
+        resume = h.runtime.waiting.on_resume
+        with pytest.raises(RouteError):
+            h.call(lambda: resume(broken))
+        run = h.run(parked.run_id)
+        assert run.state is RunState.FAILED and run.error is not None and run.error.code == "resume_failed"
+
+
+class Handled:
+    """The channel processor's outcomes, for the test thread to wait on."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, str] = {}
+        self._changed = threading.Condition()
+
+    def __call__(self, message: ChannelMessage, outcome: str) -> None:
+        with self._changed:
+            self.outcomes[message.event_id] = outcome
+            self._changed.notify_all()
+
+    def wait_for(self, event_id: str) -> str:
+        with self._changed:
+            assert self._changed.wait_for(lambda: event_id in self.outcomes, 30), self.outcomes
+            return self.outcomes[event_id]
+
+
+def slack_message(text: str, ts: str, thread_ts: str) -> tuple[bytes, dict[str, str]]:
+    event = {"type": "message", "user": "U_PEER", "text": text, "channel": "D1", "channel_type": "im", "ts": ts}
+    body = json.dumps({"type": "event_callback", "event_id": f"Ev{ts}", "event": {**event, "thread_ts": thread_ts}})
+    stamp = str(int(time.time()))
+    signature = SignatureVerifier(SLACK_SECRET).generate_signature(timestamp=stamp, body=body)
+    headers = {"X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": signature, "Content-Type": "application/json"}
+    return body.encode(), headers
+
+
+def test_a_slack_run_gets_its_continuation_answer_in_its_thread_once(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    vendor = Vendor()
+
+    def uses_the_deploy_skill(body: dict[str, Any]) -> None:
+        assert "Do the deploy work." in json.dumps(body)  # the parked run's skill, not the default one
+        assert '"merged_by": "bob"' in str(body["messages"][-1]["content"])
+
+    model_server.expect(wait_call(), Reply("Merged by bob; deployed.", check=uses_the_deploy_skill))
+    with (
+        LiveServer(vendor.app()) as slack,
+        running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
+    ):
+        handled = Handled()
+        h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
+        body, headers = slack_message("Deploy PR 42 once it is merged.", "1700000001.000200", "1700000000.000100")
+        assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
+        assert handled.wait_for("D1:1700000001.000200") == "replied"
+        [told] = vendor.calls("/chat.postMessage")
+        assert told.body["text"] == f"Waiting for {KEY}: the merge has to happen first"
+        plan = h.plan()
+        assert plan.resume["skill_id"] == "deployer"
+        assert plan.resume["reply_to"]["adapter_id"] == "acme~alice~slack"
+
+        vendor.script["/chat.postMessage"] = [(200, {"ok": False, "error": "channel_not_found"}, {})]
+        waiting = h.runtime.waiting
+        assert waiting is not None
+
+        async def event_arrives() -> list[WaitingPlan]:
+            woken = await waiting.on_event("acme", KEY, "gh-1", {"merged_by": "bob"})
+            await waiting.wait_runs(woken)
+            return woken
+
+        [woken] = h.call(event_arrives)  # the run completes; Slack refuses its answer
+        assert len(vendor.calls("/chat.postMessage")) == 2
+        for _ in range(2):  # the resume retried: nothing runs again, the answer goes out once
+            h.call(lambda: waiting.on_resume(woken))
+        sent = vendor.calls("/chat.postMessage")
+        assert len(sent) == 3
+        assert sent[-1].body["text"] == "Merged by bob; deployed."
+        assert sent[-1].body["channel"] == "D1" and sent[-1].body["thread_ts"] == "1700000000.000100"
+        parked = h.run(str(plan.resume["run_id"]))
+        assert parked.state is RunState.SUPERSEDED
+        follow_up = h.run(parked.history[-1].note.removeprefix("superseded by "))
+        assert follow_up.state is RunState.COMPLETED and follow_up.skill_id == "deployer"
+    assert len(model_server.requests) == 2
+
+
+def test_a_skill_the_worker_no_longer_has_is_left_to_the_matcher(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call(), Reply("Done without it."))
+    with running(tmp_path, build(), model_server) as h:
+        parked = h.ask("Deploy PR 42 once it is merged.")
+        plan = h.plan()
+        retired = replace(plan, resume={**thaw(plan.resume), "skill_id": "retired"}, state="running")
+        assert h.runtime.waiting is not None
+        resume = h.runtime.waiting.on_resume
+        h.call(lambda: resume(retired))
+        assert h.run(parked.run_id).state is RunState.SUPERSEDED
+
+
+def test_a_continuation_that_waits_again_keeps_the_slack_conversation(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    vendor = Vendor()
+    again = {"match_key": "ci:build:7:passed", "reason": "the build must pass too"}
+    model_server.expect(
+        wait_call(),
+        Reply("Now the build.", tool_calls=(ToolCallReply("wait_for_event", again, "c2"),)),
+        Reply("Built and deployed."),
+    )
+    with (
+        LiveServer(vendor.app()) as slack,
+        running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
+    ):
+        handled = Handled()
+        h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
+        body, headers = slack_message("Deploy PR 42 once it is merged.", "1700000001.000200", "1700000000.000100")
+        assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
+        handled.wait_for("D1:1700000001.000200")
+        waiting = h.runtime.waiting
+        assert waiting is not None
+
+        async def event_arrives(key: str, event_id: str) -> None:
+            await waiting.wait_runs(await waiting.on_event("acme", key, event_id))
+
+        h.call(lambda: event_arrives(KEY, "gh-1"))
+        h.call(lambda: event_arrives("ci:build:7:passed", "ci-1"))
+        texts = [(c.body["text"], c.body["thread_ts"]) for c in vendor.calls("/chat.postMessage")]
+        assert texts == [
+            (f"Waiting for {KEY}: the merge has to happen first", "1700000000.000100"),
+            ("Waiting for ci:build:7:passed: the build must pass too", "1700000000.000100"),
+            ("Built and deployed.", "1700000000.000100"),
+        ]
