@@ -111,7 +111,7 @@ class Settings:
         except ValueError:
             raise SettingsError(f"{key}={raw!r}: must be a number") from None
         if not low <= value <= high:
-            raise SettingsError(f"{key}={raw!r}: must be between {low:g} and {high:g}")
+            raise SettingsError(f"{key}={raw!r}: must be between {_plain(low)} and {_plain(high)}")
         return value
 
 
@@ -210,3 +210,8 @@ class _Reader:
         if value not in allowed:
             raise SettingsError(f"{self._where(key)}: must be one of {', '.join(allowed)}")
         return value
+
+
+def _plain(value: float) -> str:
+    """2592000, not 2.592e+06; 0.5 stays 0.5."""
+    return str(int(value)) if value.is_integer() else f"{value:g}"

@@ -213,3 +213,18 @@ async def test_the_brief_reports_held_calls_pending_with_undo_done_and_the_ones_
     briefs = BriefService(FileBriefStore(tmp_path), done=held_calls(restarted), clock=lambda: four_hours_on)
     later = await briefs.generate("acme", "w")  # decided items are reported once; a pending one until decided
     assert [item.ref for item in later.sections["done"]] == [ids["pending"]] and later.sections["conflicts"] == ()
+
+
+def test_the_max_late_setting_reaches_the_undo_window(tmp_path: Path) -> None:
+    from genworker.runtime.tools import ToolRuntime, undo_max_late_s
+    from genworker.settings import SettingsError, load_settings
+
+    def late(value: str | None) -> float:
+        env = {} if value is None else {"GENWORKER_UNDO_MAX_LATE_S": value}
+        return undo_max_late_s(load_settings(tmp_path, env))
+
+    assert late(None) == 3600.0 and late("600") == 600.0
+    assert ToolRuntime(tmp_path, undo_max_late_s=late("600")).undo.max_late_s == 600.0
+    for bad, why in (("soon", "must be a number"), ("-1", "must be between 0 and 2592000")):
+        with pytest.raises(SettingsError, match=f"GENWORKER_UNDO_MAX_LATE_S='{bad}': {why}"):
+            late(bad)

@@ -54,7 +54,7 @@ from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
-from genworker.runtime.tools import ToolRuntime, WorkerLookup, undo_events
+from genworker.runtime.tools import ToolRuntime, WorkerLookup, undo_events, undo_max_late_s
 from genworker.settings import Settings
 from genworker.worker.confirmations import (
     ConfirmationReminders,
@@ -425,7 +425,9 @@ def build_runtime(settings: Settings) -> Runtime:
         registry=registry,
         model=llm.config.state,
         llm=llm,
-        tools=ToolRuntime(registry.root, _script_dir(settings), workers=_loaded(registry)),
+        tools=ToolRuntime(
+            registry.root, _script_dir(settings), workers=_loaded(registry), undo_max_late_s=undo_max_late_s(settings)
+        ),
     )
     steps: list[tuple[str, Callable[[Runtime], ComponentRuntimeStatus]]] = [
         ("workspace", _workspace),

@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from genworker.events import EventBus, new_event
 from genworker.runtime.status import ComponentRuntimeStatus
+from genworker.settings import Settings
 from genworker.tools.audit import WorkerAuditSink
 from genworker.tools.base import Tool, ToolCall
 from genworker.tools.builtin import builtin_tools
@@ -26,7 +27,7 @@ from genworker.tools.context import Posture, ToolScope
 from genworker.tools.effects import EffectResolver, EffectTable
 from genworker.tools.journal import Journaling, StepJournal
 from genworker.tools.mcp.config import MCPServerConfig
-from genworker.tools.middlewares.undo_window import DeferredCall, UndoWindow
+from genworker.tools.middlewares.undo_window import DEFAULT_MAX_LATE_S, DeferredCall, UndoWindow
 from genworker.tools.outcomes import ToolFailed, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.script_tools import scan_script_tools
@@ -67,7 +68,12 @@ class WorkerTools:
 
 class ToolRuntime:
     def __init__(
-        self, workspace_root: Path, script_dir: Path | None = None, *, workers: WorkerLookup | None = None
+        self,
+        workspace_root: Path,
+        script_dir: Path | None = None,
+        *,
+        workers: WorkerLookup | None = None,
+        undo_max_late_s: float = DEFAULT_MAX_LATE_S,
     ) -> None:
         self.root = workspace_root
         self.script_dir = script_dir
@@ -75,7 +81,7 @@ class ToolRuntime:
         self.effects = EffectResolver(workspace_root)
         self.audit = WorkerAuditSink(workspace_root)
         self.journal = StepJournal(workspace_root)  # side-effecting calls, for crash recovery
-        self.undo = UndoWindow(workspace_root, release=self.release)
+        self.undo = UndoWindow(workspace_root, release=self.release, max_late_s=undo_max_late_s)
         self.workers = workers  # how a released call finds its tenant and worker
         self.waits = WaitSlot()  # wait_for_event parks runs here; the composition fills it
         self._workers: dict[tuple[str, str], WorkerTools] = {}
@@ -244,3 +250,9 @@ def _secrets(worker: Worker) -> tuple[str, ...]:
             if isinstance(value, SecretStr) and value.get_secret_value():
                 found.append(value.get_secret_value())
     return tuple(found)
+
+
+def undo_max_late_s(settings: Settings) -> float:
+    """`GENWORKER_UNDO_MAX_LATE_S`: how late after its window a held call found at start-up may still
+    run; a later one expires and is reported instead (a person may no longer expect it)."""
+    return settings.number("GENWORKER_UNDO_MAX_LATE_S", DEFAULT_MAX_LATE_S, 0.0, 30 * 86_400.0)
