@@ -2,7 +2,10 @@
 cancelling or closing the plan ends the parked run, an escalated wait keeps it paused until a
 person decides, a continuation that cannot start fails it, and a run asked on Slack gets its
 continuation's answer in the same Slack thread exactly once — through the outbound delivery,
-against the local stand-in for the Slack API — with the skill the parked run used."""
+against the local stand-in for the Slack API — with the skill the parked run used. After a crash
+(the stores as the dead process left them: the plan RUNNING and naming its stopped instance, with
+or without its continuation; a plan cancelled before its run) the next start finishes the work
+once, and leaves alone a plan a live process is resuming."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.duties import route_through
 from genworker.autonomy.waiting import WaitingPlan
+from genworker.autonomy.waiting.runs import continuation
 from genworker.channels.base import ChannelMessage
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
@@ -45,7 +49,8 @@ SKILL = (
 
 def persona(policy: str = "") -> str:
     return (
-        "---\nidentity: {name: Alice, worker_id: alice}\nchannels:\n  - {type: slack}\n"
+        "---\nidentity: {name: Alice, worker_id: alice}\n"
+        "channels:\n  - {type: slack, features: {approvers: [U_BOSS]}}\n"
         f"{policy}---\nYou are alice.\n"
     )
 
@@ -192,8 +197,8 @@ class Handled:
             return self.outcomes[event_id]
 
 
-def slack_message(text: str, ts: str, thread_ts: str) -> tuple[bytes, dict[str, str]]:
-    event = {"type": "message", "user": "U_PEER", "text": text, "channel": "D1", "channel_type": "im", "ts": ts}
+def slack_message(text: str, ts: str, thread_ts: str, user: str = "U_PEER") -> tuple[bytes, dict[str, str]]:
+    event = {"type": "message", "user": user, "text": text, "channel": "D1", "channel_type": "im", "ts": ts}
     body = json.dumps({"type": "event_callback", "event_id": f"Ev{ts}", "event": {**event, "thread_ts": thread_ts}})
     stamp = str(int(time.time()))
     signature = SignatureVerifier(SLACK_SECRET).generate_signature(timestamp=stamp, body=body)
@@ -297,3 +302,161 @@ def test_a_continuation_that_waits_again_keeps_the_slack_conversation(
             ("Waiting for ci:build:7:passed: the build must pass too", "1700000000.000100"),
             ("Built and deployed.", "1700000000.000100"),
         ]
+
+
+# -- restarts: the stores as a dead process left them, then a new runtime on the workspace ---------
+
+ASK = "Deploy PR 42 once it is merged."
+
+
+def crash_mid_resume(h: Harness) -> WaitingPlan:
+    """What a process leaves when it dies right after moving the plan to RUNNING."""
+    waiting, leases = h.runtime.waiting, h.runtime.leases
+    assert waiting is not None and leases is not None
+    store, plan = waiting.store, h.plan()
+    h.call(lambda: store.resume("acme", KEY, "gh-1", datetime.now(UTC)))
+    return h.call(lambda: store.transition(*plan.key, "gated", "running", resumed_by=leases.instance_id))
+
+
+def restarted(h: Harness, plan: WaitingPlan) -> WaitingPlan:
+    """The plan once the new runtime's recovery has finished with it."""
+    waiting = h.runtime.waiting
+    assert waiting is not None
+    h.call(lambda: waiting.wait_runs([plan]))
+    return h.plan()
+
+
+def test_a_plan_left_running_without_its_continuation_resumes_at_the_next_start(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call(), Reply("Merged; deployed."))
+    workspace = build()
+    with running(tmp_path, workspace, model_server) as h:
+        parked = h.ask(ASK)
+        plan = crash_mid_resume(h)
+    with running(tmp_path, workspace, model_server) as h:
+        assert restarted(h, plan).state == "done"
+        run = h.run(parked.run_id)
+        assert run.state is RunState.SUPERSEDED
+        follow_up = h.run(run.history[-1].note.removeprefix("superseded by "))
+        assert follow_up.state is RunState.COMPLETED and follow_up.provenance.source_id == f"waiting:{plan.plan_id}"
+    assert len(model_server.requests) == 2
+
+
+def test_a_continuation_that_ran_before_the_crash_is_not_run_again_and_slack_hears_it_once(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    vendor = Vendor()
+    model_server.expect(wait_call(), Reply("Merged by bob; deployed."))
+    workspace = build()
+    with LiveServer(vendor.app()) as slack:
+        env = {"GENWORKER_SLACK_API_BASE": slack.url}
+        with running(tmp_path, workspace, model_server, **env) as h:
+            handled = Handled()
+            h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
+            body, headers = slack_message(ASK, "1700000001.000200", "1700000000.000100")
+            assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
+            handled.wait_for("D1:1700000001.000200")
+            plan = crash_mid_resume(h)
+            router = h.runtime.router
+            assert router is not None
+            follow_up, _ = h.call(lambda: route_through(router, continuation(plan)))  # then the process died
+            assert follow_up.state is RunState.COMPLETED
+            assert h.run(str(plan.resume["run_id"])).state is RunState.PAUSED
+        for _ in range(2):  # two restarts: the answer goes out once
+            with running(tmp_path, workspace, model_server, **env) as h:
+                assert restarted(h, plan).state == "done"
+                parked = h.run(str(plan.resume["run_id"]))
+                assert (parked.state, parked.history[-1].note) == (
+                    RunState.SUPERSEDED, f"superseded by {follow_up.run_id}"
+                )  # fmt: skip
+    texts = [(c.body["text"], c.body["thread_ts"]) for c in vendor.calls("/chat.postMessage")]
+    assert texts == [
+        (f"Waiting for {KEY}: the merge has to happen first", "1700000000.000100"),
+        ("Merged by bob; deployed.", "1700000000.000100"),
+    ]
+    assert len(model_server.requests) == 2
+
+
+def test_a_live_process_resuming_the_plan_is_left_alone(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call())
+    workspace = build()
+    with running(tmp_path, workspace, model_server) as first:
+        first.ask(ASK)
+        plan = crash_mid_resume(first)  # not a crash: `first` is alive and holds its lease
+        (tmp_path / "second").mkdir()
+        with running(tmp_path / "second", workspace, model_server) as second:
+            assert second.plan() == plan
+        assert first.plan() == plan  # the second process stopped without touching it
+    assert len(model_server.requests) == 1
+
+
+def test_a_crash_between_cancelling_the_plan_and_its_run_is_finished_at_the_next_start(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(wait_call())
+    workspace = build()
+    with running(tmp_path, workspace, model_server) as h:
+        parked = h.ask(ASK)
+        assert h.runtime.waiting is not None
+        store, plan = h.runtime.waiting.store, h.plan()
+        h.call(lambda: store.transition(*plan.key, "waiting", "cancelled"))  # then the process died
+        assert h.run(parked.run_id).state is RunState.PAUSED
+    with running(tmp_path, workspace, model_server) as h:
+        run = h.run(parked.run_id)
+        assert (run.state, run.history[-1].note) == (RunState.CANCELLED, f"the wait for {KEY} was cancelled")
+
+
+# -- the IM commands for waits, through Slack and the real command backend ----------------------
+
+
+def test_im_commands_list_cancel_and_resume_waits(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    vendor = Vendor()
+    model_server.expect(wait_call(), wait_call(), Reply("Merged; deployed."))
+    with (
+        LiveServer(vendor.app()) as slack,
+        running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
+    ):
+        handled = Handled()
+        h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
+        stamps = iter(range(1, 100))
+
+        def say(text: str, user: str = "U_BOSS") -> str:
+            ts = f"17000000{next(stamps):02d}.000200"
+            body, headers = slack_message(text, ts, "1700000000.000100", user)
+            assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
+            handled.wait_for(f"D1:{ts}")
+            return str(vendor.calls("/chat.postMessage")[-1].body["text"])
+
+        say(ASK, "U_PEER")
+        say("Deploy PR 42 too, once it is merged.", "U_PEER")
+        assert h.runtime.waiting is not None
+        waiting, store = h.runtime.waiting, h.runtime.waiting.store
+        first, second = h.call(lambda: store.list("acme", "alice"))
+        assert say("/waits", "U_PEER") == "Sorry, only this worker's owner or approvers may do that."
+        listing = say("/waits")
+        assert listing.startswith("Waiting plans (2):") and f"- {first.plan_id}: {KEY}, times out at " in listing
+        assert "No item with id 'wait_nope'" in say("/cancel_wait wait_nope")
+
+        assert say(f"/cancel_wait {second.plan_id}") == f"Wait {second.plan_id} cancelled."
+        run = h.run(str(second.resume["run_id"]))
+        assert (run.state, run.history[-1].note) == (
+            RunState.CANCELLED,
+            f"the wait for {KEY} was cancelled by slack:U_BOSS",
+        )
+
+        assert say(f"/resume_wait {first.plan_id}") == f"Wait {first.plan_id} resumed: its work continues now."
+        h.call(lambda: waiting.wait_runs([first]))
+        assert vendor.calls("/chat.postMessage")[-1].body["text"] == "Merged; deployed."  # in the asking thread
+        assert h.run(str(first.resume["run_id"])).state is RunState.SUPERSEDED
+        assert say(f"/resume_wait {first.plan_id}").startswith(f"Cannot do that: plan {first.plan_id} is done")
+        assert say("/waits") == "Waiting plans: none."
+
+        backend = h.runtime.command_backend
+        assert backend is not None
+        with pytest.raises(LookupError):  # another worker's (or tenant's) ids are unknown here
+            h.call(lambda: backend.cancel_wait("acme", "bob", first.plan_id, "slack:U_BOSS"))

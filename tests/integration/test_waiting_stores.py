@@ -249,6 +249,59 @@ async def test_the_event_payload_is_stored_on_resumed_and_held_plans(make_store:
         await service.stop()
 
 
+async def test_recovery_restarts_only_resumes_whose_process_died_and_ends_ended_plans_again(
+    make_store: Callable[[], WaitingStore],
+) -> None:
+    """Process a resumed three plans and crashed; process b is alive and resuming one. Process c
+    starts: it restarts the plans of a (same version: the same continuation key), leaves b's alone,
+    and hands cancelled / closed plans to on_end again (the crash may have come before it ran)."""
+    rec, ended = Recorder(), list[tuple[str, str]]()
+
+    async def on_end(plan: WaitingPlan, reason: str) -> None:
+        ended.append((plan.plan_id, reason))
+
+    crashed = WaitingService(make_store(), rec.resume, clock=lambda: T0, owner="rt_a")
+    for plan_id in ("mine", "theirs", "legacy", "gone", "closed"):
+        await crashed.wait("acme", "w", "ci:build:7:done", plan_id=plan_id)
+    [gated] = [p for p in await crashed.store.resume("acme", "ci:build:7:done", "ev-1", T0) if p.plan_id == "mine"]
+    store = crashed.store
+    running = await store.transition(*gated.key, "gated", "running", resumed_by="rt_a")
+    for plan_id, owner in (("theirs", "rt_b"), ("legacy", None)):
+        await store.transition("acme", "w", plan_id, "gated", "running", resumed_by=owner)
+    await store.transition("acme", "w", "gone", "gated", "cancelled")
+    await store.transition("acme", "w", "closed", "gated", "closed")
+
+    service = WaitingService(make_store(), rec.resume, on_end=on_end, clock=lambda: T0, owner="rt_c")
+    restarted = await service.recover([("acme", "w"), ("acme", "nobody")], alive=lambda owner: owner == "rt_b")
+    await service.wait_runs(restarted)
+    assert sorted(p.plan_id for p in restarted) == ["legacy", "mine"]
+    assert sorted((p.plan_id, p.version) for p in rec.resumed) == [
+        ("legacy", running.version), ("mine", running.version)
+    ]  # fmt: skip
+    states = {p.plan_id: p.state for p in await service.store.list("acme", "w")}
+    assert states == {"mine": "done", "legacy": "done", "theirs": "running", "gone": "cancelled", "closed": "closed"}
+    assert sorted(ended) == [
+        ("closed", "the wait for ci:build:7:done timed out and was closed"),
+        ("gone", "the wait for ci:build:7:done was cancelled"),
+    ]
+    assert await service.recover([("acme", "w")], alive=lambda owner: owner == "rt_b") == []  # nothing left to do
+    await service.stop()
+    await crashed.stop()
+
+
+async def test_a_resumed_plan_names_the_instance_resuming_it(make_store: Callable[[], WaitingStore]) -> None:
+    rec = Recorder()
+    service = WaitingService(make_store(), rec.resume, clock=lambda: T0, owner="rt_me")
+    await service.wait("acme", "w", "ci:build:8:done", plan_id="by_event")
+    await service.wait("acme", "w", "ci:build:9:done", plan_id="by_hand")
+    woken = await service.on_event("acme", "ci:build:8:done", "ev-1")
+    woken.append(await service.resume_plan("acme", "w", "by_hand", by="dana"))
+    assert [(p.plan_id, p.resumed_by) for p in woken] == [("by_event", "rt_me"), ("by_hand", "rt_me")]
+    await service.wait_runs(woken)
+    assert [p.resumed_by for p in rec.resumed] == ["rt_me", "rt_me"]
+    await service.stop()
+
+
 async def test_the_file_index_heals_after_a_crash_between_marker_and_plan(tmp_path: Path) -> None:
     store = FileWaitingStore(tmp_path)
     await store.add(plan("kept"))

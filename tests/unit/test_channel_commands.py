@@ -75,6 +75,28 @@ class RecordingBackend:
         self.calls.append(("undo", undo_id, by))
         return {"id": undo_id, "state": "undone"}
 
+    async def waits(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        return [
+            {"id": "wait_1", "match_key": "github:pr:42:merged", "state": "waiting",
+             "expires_at": "2026-01-02T00:00:00+00:00", "title": "the merge first"},
+            {"id": "wait_2", "match_key": "ci:build:7:passed", "state": "gated",
+             "expires_at": "2026-01-01T00:00:00+00:00", "title": ""},
+        ]  # fmt: skip
+
+    async def cancel_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]:
+        return self._wait("cancel_wait", plan_id, by)
+
+    async def resume_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]:
+        return self._wait("resume_wait", plan_id, by)
+
+    def _wait(self, action: str, plan_id: str, by: str) -> dict[str, Any]:
+        if plan_id == "wait_gone":
+            raise LookupError(plan_id)
+        if plan_id == "wait_done":
+            raise ValueError("plan wait_done is done: only waiting or gated plans can be cancelled")
+        self.calls.append((action, plan_id, by))
+        return {"id": plan_id}
+
 
 @pytest.fixture
 def worker(write_tree: Callable[[Mapping[str, str]], Path]) -> Worker:
@@ -147,6 +169,26 @@ def test_undo_commands_are_for_approvers(worker: Worker) -> None:
     assert "too late to undo" in run("/undo undo_sent", "U_BOSS", worker, backend)
     assert run("/undo", "U_BOSS", worker, backend).startswith("Usage: /undo <id>")
     assert backend.calls == [("undo", "undo_1", "slack:U_LEAD")]
+
+
+def test_wait_commands_are_for_approvers(worker: Worker) -> None:
+    backend = RecordingBackend()
+    for text in ("/waits", "/cancel_wait wait_1", "/resume_wait wait_1"):
+        assert "only this worker's owner" in run(text, "U_PEER", worker, backend)
+    listing = run("/waits", "U_BOSS", worker, backend)
+    assert listing.splitlines() == [
+        "Waiting plans (2):",
+        "- wait_1: github:pr:42:merged, times out at 2026-01-02T00:00:00+00:00 - the merge first",
+        "- wait_2: ci:build:7:passed, times out at 2026-01-01T00:00:00+00:00 (held: resume or cancel it)",
+    ]
+    assert run("/cancel_wait wait_1", "U_LEAD", worker, backend) == "Wait wait_1 cancelled."
+    assert run("/resume_wait wait_2", "U_BOSS", worker, backend) == "Wait wait_2 resumed: its work continues now."
+    assert "No item with id 'wait_gone'; see /confirmations, /suggestions, /deferred or /waits." in run(
+        "/cancel_wait wait_gone", "U_BOSS", worker, backend
+    )
+    assert "Cannot do that: plan wait_done is done" in run("/resume_wait wait_done", "U_BOSS", worker, backend)
+    assert run("/cancel_wait", "U_BOSS", worker, backend).startswith("Usage: /cancel_wait <id>")
+    assert backend.calls == [("cancel_wait", "wait_1", "slack:U_LEAD"), ("resume_wait", "wait_2", "slack:U_BOSS")]
 
 
 def test_open_commands(worker: Worker) -> None:

@@ -1,8 +1,10 @@
 """AutonomyCommandBackend: what the IM commands (/confirmations, /approve_confirmation,
 /reject_confirmation, /suggestions, /approve_suggestion, /reject_suggestion, /feedback, /status,
-/deferred, /undo) do, over the same stores and aggregates the HTTP API uses.
+/deferred, /undo, /waits, /cancel_wait, /resume_wait) do, over the same stores and aggregates
+the HTTP API uses.
 
-Unknown ids raise LookupError; an already decided confirmation or suggestion raises ValueError.
+Unknown ids raise LookupError; an already decided confirmation or suggestion, or a wait that can
+no longer be cancelled or resumed, raises ValueError.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any, Literal
 
 from genworker.autonomy.goals import GoalAggregate, goal_health
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
+from genworker.autonomy.waiting import WaitingPlan, WaitingService
 from genworker.worker.confirmations import resolve
 from genworker.worker.router import WorkerRouter
 from genworker.workspace.models import GoalStatus
@@ -35,12 +38,14 @@ class AutonomyCommandBackend:
         goals: GoalAggregate,
         *,
         clock: Callable[[], dt.datetime] = _utc_now,
+        waiting: WaitingService | None = None,
     ) -> None:
         self.router = router
         self.suggestion_aggregate = suggestions
         self.feedback_store = feedback_store
         self.goals = goals
         self.clock = clock
+        self.waiting = waiting
 
     def confirmations(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
         pending = self.router.confirmations.list(tenant_id, worker_id, "pending")
@@ -81,6 +86,24 @@ class AutonomyCommandBackend:
         record = await self.router.tools.undo.undo(tenant_id, worker_id, undo_id, by)
         return {"id": record.undo_id, "state": record.state, "decided_by": record.decided_by}
 
+    async def waits(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        """The worker's plans still waiting, or held (GATED) for a person, oldest first."""
+        plans = await self._waiting().store.list(tenant_id, worker_id)
+        return [_wait(p) for p in plans if p.state in ("waiting", "gated")]
+
+    async def cancel_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]:
+        """LookupError (WaitingPlanNotFound) for an unknown id, ValueError once it resumed or ended."""
+        return _wait(await self._waiting().cancel(tenant_id, worker_id, plan_id, by))
+
+    async def resume_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]:
+        """Resume now, as the brief's *Resume now*; the errors of `cancel_wait`."""
+        return _wait(await self._waiting().resume_plan(tenant_id, worker_id, plan_id, by))
+
+    def _waiting(self) -> WaitingService:
+        if self.waiting is None:
+            raise ValueError("WAITING plans are not available on this runtime")
+        return self.waiting
+
     def status(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
         today = self.clock().date()
         goals = [g for g in self.goals.goals(tenant_id, worker_id) if g.status == GoalStatus.ACTIVE]
@@ -94,3 +117,13 @@ class AutonomyCommandBackend:
                 for h in [goal_health(g, today)]
             ],
         }
+
+
+def _wait(plan: WaitingPlan) -> dict[str, Any]:
+    return {
+        "id": plan.plan_id,
+        "match_key": plan.match_key,
+        "state": plan.state,
+        "expires_at": plan.expires_at.isoformat(),
+        "title": plan.title,
+    }

@@ -1,8 +1,8 @@
 """IM commands (`/help`, `/approve_confirmation <id>`, ...), answered before the worker sees the message.
 
 Only known commands are intercepted: any other text, including an unknown `/word`, goes to
-the worker. Deciding (approve / reject) and listing pending items is reserved to the
-worker's approvers (see `approvers`); `/help`, `/status` and `/feedback` are open to
+the worker. Deciding (approve / reject, undo, cancel or resume a wait) and listing pending items
+is reserved to the worker's approvers (see `approvers`); `/help`, `/status` and `/feedback` are open to
 anyone who may talk to the worker. The decisions themselves live behind `CommandBackend`.
 """
 
@@ -34,6 +34,9 @@ COMMANDS: dict[str, str] = {
     "feedback": "<text> tell the worker how it is doing",
     "deferred": "list actions waiting in their undo window",
     "undo": "<id> undo a deferred action before it executes",
+    "waits": "list plans waiting for an event",
+    "cancel_wait": "<id> give up a waiting plan",
+    "resume_wait": "<id> resume a waiting plan now, without its event",
     "status": "what the worker is doing",
 }
 _PRIVILEGED = frozenset(
@@ -46,10 +49,22 @@ _PRIVILEGED = frozenset(
         "reject_suggestion",
         "deferred",
         "undo",
+        "waits",
+        "cancel_wait",
+        "resume_wait",
     }
 )
 _NEEDS_ARG = frozenset(
-    {"approve_confirmation", "reject_confirmation", "approve_suggestion", "reject_suggestion", "feedback", "undo"}
+    {
+        "approve_confirmation",
+        "reject_confirmation",
+        "approve_suggestion",
+        "reject_suggestion",
+        "feedback",
+        "undo",
+        "cancel_wait",
+        "resume_wait",
+    }
 )
 _LIST_LIMIT = 10
 _PAST = {"approve": "approved", "reject": "rejected"}
@@ -75,6 +90,12 @@ class CommandBackend(Protocol):
     async def deferred(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]: ...
 
     async def undo(self, tenant_id: str, worker_id: str, undo_id: str, by: str) -> dict[str, Any]: ...
+
+    async def waits(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]: ...
+
+    async def cancel_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]: ...
+
+    async def resume_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +160,8 @@ async def handle_command(
         return CommandReply(command.name, await _run(command, message, backend))
     except LookupError:
         return CommandReply(
-            command.name, f"No item with id {command.argument!r}; see /confirmations, /suggestions or /deferred."
+            command.name,
+            f"No item with id {command.argument!r}; see /confirmations, /suggestions, /deferred or /waits.",
         )
     except ValueError as exc:
         return CommandReply(command.name, f"Cannot do that: {exc}")
@@ -171,6 +193,15 @@ async def _run(command: ParsedCommand, message: ChannelMessage, backend: Command
         case "undo":
             await backend.undo(t, w, arg, by)
             return f"Deferred action {arg} undone: it will not execute."
+        case "waits":
+            plans = await backend.waits(t, w)
+            return _listing("Waiting plans", plans, _wait_label)
+        case "cancel_wait":
+            await backend.cancel_wait(t, w, arg, by)
+            return f"Wait {arg} cancelled."
+        case "resume_wait":
+            await backend.resume_wait(t, w, arg, by)
+            return f"Wait {arg} resumed: its work continues now."
         case "status":
             status = await asyncio.to_thread(backend.status, t, w)
             return "\n".join(f"{k}: {v}" for k, v in status.items()) or "No status."
@@ -185,6 +216,12 @@ def _listing(title: str, items: list[dict[str, Any]], label: Callable[[dict[str,
     if len(items) > _LIST_LIMIT:
         lines.append(f"... and {len(items) - _LIST_LIMIT} more")
     return "\n".join(lines)
+
+
+def _wait_label(plan: dict[str, Any]) -> str:
+    held = " (held: resume or cancel it)" if plan.get("state") == "gated" else ""
+    title = f" - {plan['title']}" if plan.get("title") else ""
+    return f"{plan.get('match_key')}, times out at {plan.get('expires_at')}{held}{title}"
 
 
 def _help() -> str:

@@ -132,6 +132,8 @@ class Runtime:
         await build_autonomy(self)
         self.tools.undo.owner = self.leases.instance_id  # deferred calls left by a stopped process: run or expire
         await self.tools.undo.recover(alive=self.leases.alive)
+        if self.waiting is not None:  # plans it resumes name this instance, for recovery after a crash
+            self.waiting.owner = self.leases.instance_id
         # channels: outbound delivery first (the ingress replies through it), vendor API bases from settings
         self.channel_replier = ChannelDelivery(
             ChannelRegistry(self.registry), endpoints=VendorEndpoints.from_settings(self.settings.get)
@@ -154,7 +156,8 @@ class Runtime:
         if self.briefs is not None:
             self._connect_briefs(self.briefs)
             await self.briefs.start(self.registry.workers())
-        if self.waiting is not None:
+        if self.waiting is not None:  # first plans a stopped process left mid-resume or mid-cancel
+            await self.waiting.recover(((w.tenant_id, w.worker_id) for w in self.registry.workers()), self.leases.alive)
             await self.waiting.start()
         if self.router.memory is not None and self.router.memory.config.enabled:
             self._tasks.append(asyncio.create_task(self._consolidate_memory(self.router.memory), name="memory"))
@@ -560,7 +563,9 @@ def build_lifecycle(runtime: Runtime) -> None:
         ),
         detect=detectors.run,
     )
-    runtime.command_backend = AutonomyCommandBackend(router, runtime.suggestions, runtime.feedback, runtime.goals)
+    runtime.command_backend = AutonomyCommandBackend(
+        router, runtime.suggestions, runtime.feedback, runtime.goals, waiting=runtime.waiting
+    )
 
 
 def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:

@@ -123,11 +123,13 @@ async def supersede_parked(router: WorkerRouter, plan: WaitingPlan, by_run_id: s
 
 async def cancel_parked(router: WorkerRouter, plan: WaitingPlan, reason: str) -> None:
     """The plan ended without resuming: its parked run ends `cancelled` with `reason` (a plan
-    parked through the API has no run; a run that already ended is left as it is)."""
+    parked through the API has no run; a run that already ended is left as it is — the start-up
+    recovery hands every ended plan here again)."""
     if not continues_run(plan):
         return
     try:
-        await router.tasks.cancel(_parked(plan), reason)
+        if not (await router.tasks.get_run(_parked(plan))).terminal:
+            await router.tasks.cancel(_parked(plan), reason)
     except TaskLifecycleError as exc:
         log.info("[Waiting] parked run of plan %s not cancelled: %s", plan.plan_id, exc)
 

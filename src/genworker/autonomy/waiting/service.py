@@ -10,6 +10,10 @@ goes to the brief's confirmation section), remind_then_escalate (remind once, th
 close.
 A plan that ends without resuming — cancelled by a person, or closed after its timeout — is
 handed to `on_end` with the reason (the runtime ends the run that parked it).
+Restarts: a plan moving to RUNNING records the instance that resumes it (`resumed_by`); at
+start-up `recover` restarts the resume of RUNNING plans whose instance holds no live lease (the
+resume is idempotent: a continuation that exists is not run again) and hands every CANCELLED /
+CLOSED plan to `on_end` again, so `on_end` hears each plan at least once and must be idempotent.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from genworker.events import Event, EventBus, Subscription
 from genworker.observability.metrics import record_waiting_plan
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy
 
-__all__ = ["EndHandler", "ResumeHandler", "TimeoutHandler", "WaitingService"]
+__all__ = ["Alive", "EndHandler", "ResumeHandler", "TimeoutHandler", "WaitingService", "end_reason"]
 
 log = logging.getLogger("genworker.waiting")
 
@@ -44,6 +48,7 @@ TimeoutOutcome = Literal["remind", "escalate", "close"]
 ResumeHandler = Callable[[WaitingPlan], Awaitable[None]]
 TimeoutHandler = Callable[[WaitingPlan, TimeoutOutcome], Awaitable[None]]
 EndHandler = Callable[[WaitingPlan, str], Awaitable[None]]  # a plan that ended without resuming, and why
+Alive = Callable[[str], bool]  # whether a runtime instance holds a live lease (blocking: run in a thread)
 
 
 def _utc_now() -> datetime:
@@ -56,6 +61,13 @@ async def _nothing(plan: WaitingPlan, outcome: TimeoutOutcome) -> None:
 
 async def _ended(plan: WaitingPlan, reason: str) -> None:
     log.info("[Waiting] %s/%s plan %s ended: %s", plan.tenant_id, plan.worker_id, plan.plan_id, reason)
+
+
+def end_reason(plan: WaitingPlan, by: str = "") -> str:
+    """Why a CANCELLED or CLOSED plan ended, as `on_end` hears it (and a parked run's note)."""
+    if plan.state == "closed":
+        return f"the wait for {plan.match_key} timed out and was closed"
+    return f"the wait for {plan.match_key} was cancelled" + (f" by {by}" if by else "")
 
 
 class WaitingService:
@@ -72,8 +84,10 @@ class WaitingService:
         scan_interval_s: float = 60.0,
         stop_grace_s: float = 30.0,
         clock: Callable[[], datetime] = _utc_now,
+        owner: str | None = None,
     ) -> None:
         self.store = store
+        self.owner = owner  # this runtime instance: recorded as `resumed_by` on the plans it resumes
         self.on_resume = on_resume
         self.on_timeout = on_timeout
         self.on_end = on_end
@@ -139,7 +153,9 @@ class WaitingService:
             await self.on_timeout(plan, "escalate")  # a person decides; the brief lists it
             return plan
         try:
-            running = await self.store.transition(*plan.key, "gated", "running", now=self._clock(), **changes)
+            running = await self.store.transition(
+                *plan.key, "gated", "running", now=self._clock(), resumed_by=self.owner, **changes
+            )
         except WaitingTransitionError:
             return plan  # someone else moved it on
         self._start(running)
@@ -175,7 +191,9 @@ class WaitingService:
             plan = await self.store.transition(
                 tenant_id, worker_id, plan_id, "waiting", "gated", now=self._clock(), gated_by="manual", event_id=by
             )
-        running = await self.store.transition(tenant_id, worker_id, plan_id, "gated", "running", now=self._clock())
+        running = await self.store.transition(
+            tenant_id, worker_id, plan_id, "gated", "running", now=self._clock(), resumed_by=self.owner
+        )
         self._start(running)
         return running
 
@@ -191,7 +209,7 @@ class WaitingService:
         now = self._clock()
         cancelled = await self.store.transition(tenant_id, worker_id, plan_id, plan.state, "cancelled", now=now)
         record_waiting_plan("cancelled")
-        await self.on_end(cancelled, f"the wait for {plan.match_key} was cancelled" + (f" by {by}" if by else ""))
+        await self.on_end(cancelled, end_reason(cancelled, by))
         return cancelled
 
     async def scan_once(self, limit: int = 1000, *, now: datetime | None = None) -> list[WaitingPlan]:
@@ -224,8 +242,49 @@ class WaitingService:
             outcome = "escalate"
         await self.on_timeout(plan, outcome)
         if outcome == "close":
-            await self.on_end(plan, f"the wait for {plan.match_key} timed out and was closed")
+            await self.on_end(plan, end_reason(plan))
         return plan
+
+    # -- restarts ---------------------------------------------------------------------------------
+
+    async def recover(self, workers: Iterable[tuple[str, str]], alive: Alive) -> list[WaitingPlan]:
+        """At start-up, for the plans of `workers` ((tenant, worker) pairs): restart the resume of
+        RUNNING plans left by a stopped instance, and end the parked runs of CANCELLED / CLOSED
+        plans again (a crash may have come between the two steps). Returns the restarted plans."""
+        restarted: list[WaitingPlan] = []
+        lives: dict[str, bool] = {}
+        for tenant_id, worker_id in workers:
+            try:
+                plans = await self.store.list(tenant_id, worker_id)
+            except WaitingError:  # one unreadable plan file: the worker's other plans wait for a fix
+                log.exception("[Waiting] recovery skipped the plans of %s/%s", tenant_id, worker_id)
+                continue
+            for plan in plans:
+                if plan.state == "running" and not await self._resumer_alive(plan, alive, lives):
+                    self._start(plan)  # same plan version: the same continuation key, nothing runs twice
+                    restarted.append(plan)
+                elif plan.state in ("cancelled", "closed"):
+                    await self._end_again(plan)
+        if restarted:
+            log.warning("[Waiting] restarted the resume of %d plans left running by a stopped process", len(restarted))
+        return restarted
+
+    async def _resumer_alive(self, plan: WaitingPlan, alive: Alive, lives: dict[str, bool]) -> bool:
+        """Whether a live instance is resuming `plan`: this one, or the live one it names."""
+        owner = plan.resumed_by
+        if plan.key in self._runs:
+            return True
+        if owner is None or owner == self.owner:
+            return False
+        if owner not in lives:
+            lives[owner] = await asyncio.to_thread(alive, owner)
+        return lives[owner]
+
+    async def _end_again(self, plan: WaitingPlan) -> None:
+        try:
+            await self.on_end(plan, end_reason(plan))
+        except Exception:  # the next start tries again
+            log.exception("[Waiting] ending the run of %s/%s plan %s failed", *plan.key)
 
     # -- background: events and the scan --------------------------------------------------------
 
