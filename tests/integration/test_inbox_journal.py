@@ -90,6 +90,24 @@ async def test_a_journal_left_behind_is_settled_once_even_if_settling_is_repeate
     assert await fresh.write(fact(99, dedupe_key="k3")) is False
 
 
+async def test_item_files_torn_by_a_crash_mid_settle_are_written_again(tmp_path: Path) -> None:
+    store = FileInboxStore(tmp_path)
+    assert all(await asyncio.gather(*(store.write(fact(n, dedupe_key=f"k{n}")) for n in range(10))))
+    folder = inbox(tmp_path)
+    left = (folder / journal.JOURNAL_NAME).read_bytes()
+    await store.counts("acme", "alice")  # settle: item files are written in place, not renamed into pending/
+    [taken] = await InboxAggregate(store).claim("acme", "alice", "runner", limit=1)
+    torn = sorted((folder / "pending").iterdir())[:3]
+    for path in torn:
+        path.write_bytes(path.read_bytes()[:40])  # as a crash mid-settle leaves them
+    (folder / journal.JOURNAL_NAME).write_bytes(left)
+    fresh = FileInboxStore(tmp_path)
+    items = await fresh.list("acme", "alice")
+    assert sorted(item.payload["n"] for item in items) == list(range(10))  # whole again, none twice
+    assert {item.item_id: item.state for item in items}[taken.item_id] is InboxState.PROCESSING
+    assert not (folder / "corrupt").exists()
+
+
 async def test_duplicates_are_dropped_while_journaled_and_after_settling(tmp_path: Path) -> None:
     store = FileInboxStore(tmp_path)
     assert await store.write(fact(1, dedupe_key="same")) is True

@@ -216,6 +216,23 @@ def test_changes_by_another_process_are_seen_without_restart(workspace: Path) ->
     assert server.verify(later) is None
 
 
+def test_verify_cached_answers_only_what_the_cache_knows_for_sure(workspace: Path) -> None:
+    server = ApiKeyStore(workspace)
+    cli = ApiKeyStore(workspace)  # another process
+    key_id, plaintext = cli.create("acme", workers=["alice"])
+    assert server.verify_cached(plaintext) is None  # not cached yet: `verify` must rescan
+    assert server.verify(plaintext) == Principal("acme", key_id, frozenset({"alice"}))
+    assert server.verify_cached(plaintext) == Principal("acme", key_id, frozenset({"alice"}))
+    assert server.verify_cached(plaintext[:-1] + ("x" if plaintext[-1] != "x" else "y")) is None
+    assert server.verify_cached("gwk_nope") is None
+    with server._lock:  # another thread refreshing the cache: no waiting, `verify` decides
+        assert server.verify_cached(plaintext) is None
+    cli.revoke("acme", key_id)
+    assert server.verify_cached(plaintext) is None  # the file changed: one stat tells
+    assert server.verify(plaintext) is None
+    assert server.verify_cached(plaintext) is None  # cached now, and revoked
+
+
 def test_revocation_is_seen_even_when_mtime_and_size_do_not_change(workspace: Path) -> None:
     server = ApiKeyStore(workspace)
     _, plaintext = server.create("acme")
@@ -238,6 +255,7 @@ def test_revocation_is_seen_even_when_mtime_and_size_do_not_change(workspace: Pa
     assert server.verify(plaintext) is not None
     after = replace_with(revoked, mtime)
     assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert server.verify_cached(plaintext) is None
     assert server.verify(plaintext) is None
 
 

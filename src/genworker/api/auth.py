@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 
 from fastapi import FastAPI, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 
 from genworker.api.deps import get_runtime
@@ -46,12 +47,25 @@ def get_api_keys(request: Request) -> ApiKeyStore:
     return store
 
 
-def require_principal(request: Request) -> Principal:
+async def require_principal(request: Request) -> Principal:
     """The caller's principal from `Authorization: Bearer <key>`, else from the dashboard's session
     cookie (state changes then need its CSRF header); 401 otherwise.
 
-    A sync dependency on purpose: verifying may read a key file, so it runs in the threadpool.
+    A key the cache knows is verified on the event loop (one `stat` of its tenant's key file); anything
+    else may read key files, so it runs in the threadpool.
     """
+    header = request.headers.get("authorization")
+    store: ApiKeyStore | None = getattr(request.app.state, "api_keys", None)
+    if header and store is not None:
+        principal = store.verify_cached(_bearer_token(header))
+        if principal is not None:
+            request.state.principal = principal
+            return principal
+    return await run_in_threadpool(_verified_principal, request)
+
+
+def _verified_principal(request: Request) -> Principal:
+    """`require_principal` through the key files (blocking)."""
     header = request.headers.get("authorization")
     if not header:
         from_cookie = session_principal(request, get_api_keys(request))
@@ -59,14 +73,18 @@ def require_principal(request: Request) -> Principal:
             request.state.principal = from_cookie
             return from_cookie
         raise _unauthorized(f"missing API key: {_BEARER_HINT}")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise _unauthorized(f"malformed Authorization header: {_BEARER_HINT}")
-    principal = get_api_keys(request).verify(token.strip())
+    principal = get_api_keys(request).verify(_bearer_token(header))
     if principal is None:
         raise _unauthorized("invalid or revoked API key")
     request.state.principal = principal
     return principal
+
+
+def _bearer_token(header: str) -> str:
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise _unauthorized(f"malformed Authorization header: {_BEARER_HINT}")
+    return token.strip()
 
 
 def principal_worker(principal: Principal, worker: str) -> tuple[str, str]:

@@ -3,7 +3,9 @@
 Keys live only as hashes in each tenant's `auth/api_keys.json`. A server verifies keys
 against a cache of those files that follows the disk: a hit re-stats the key's file and
 re-reads it when it changed; a miss rescans every tenant. A key created or revoked by
-`genworker keys` in another process is therefore honoured on the next request.
+`genworker keys` in another process is therefore honoured on the next request. `verify_cached`
+answers a hit with that one stat and never waits (the event loop calls it); anything else is
+for `verify`, which may read files.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class ApiKeyInfo:
 
 @dataclass(frozen=True, slots=True)
 class _Cached:
+    path: Path
     signature: _Signature
     records: Mapping[str, KeyRecord]
 
@@ -132,8 +135,28 @@ class ApiKeyStore:
         tenant_id, record = found
         if record.revoked_at is not None:
             return None
-        workers = frozenset(record.workers) if record.workers is not None else None
-        return Principal(tenant_id, key_id, workers)
+        return _principal(tenant_id, record)
+
+    def verify_cached(self, plaintext: str) -> Principal | None:
+        """The key's principal when the cache knows it and its file has not changed (one `stat`), without
+        waiting for a lock; None means "ask `verify`": a key it does not know, a changed file, a wrong
+        secret or a revoked key, or the cache busy in another thread."""
+        parsed = parse_key(plaintext)
+        if parsed is None or not self._lock.acquire(blocking=False):
+            return None
+        key_id, secret = parsed
+        try:
+            tenants = self._index.get(key_id, set())
+            tenant_id = next(iter(tenants)) if len(tenants) == 1 else None
+            cached = self._cache[tenant_id] if tenant_id is not None else None
+        finally:
+            self._lock.release()
+        if tenant_id is None or cached is None or _signature(cached.path) != cached.signature:
+            return None
+        record = cached.records[key_id]
+        if record.revoked_at is not None or not secret_matches(secret, record.hash):
+            return None
+        return _principal(tenant_id, record)
 
     def _find(self, key_id: str) -> tuple[str, KeyRecord] | None:
         """Lookup through the cache, refreshed from disk. Call with self._lock held (or from one thread)."""
@@ -163,18 +186,14 @@ class ApiKeyStore:
 
     def _refresh(self, tenant_id: str) -> None:
         path = self.root / "tenants" / tenant_id / KEY_FILE
-        try:
-            st = path.stat()
-            signature: _Signature | None = (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-        except OSError:
-            signature = None
+        signature = _signature(path)
         cached = self._cache.get(tenant_id)
         if cached is not None and cached.signature == signature:
             return
         self._drop(tenant_id)
         if signature is None:
             return
-        self._cache[tenant_id] = _Cached(signature, self._load(path))
+        self._cache[tenant_id] = _Cached(path, signature, self._load(path))
         for key_id in self._cache[tenant_id].records:
             self._index.setdefault(key_id, set()).add(tenant_id)
 
@@ -226,6 +245,19 @@ class ApiKeyStore:
             names = ", ".join(repr(w) for w in unknown)
             raise UnknownWorkerError(f"tenant {tenant_id!r} has no worker {names} (no folder under {folder})")
         return tuple(sorted(set(workers)))
+
+
+def _signature(path: Path) -> _Signature | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _principal(tenant_id: str, record: KeyRecord) -> Principal:
+    workers = frozenset(record.workers) if record.workers is not None else None
+    return Principal(tenant_id, record.key_id, workers)
 
 
 def _valid(value: str) -> bool:

@@ -17,7 +17,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel
-from starlette.concurrency import run_in_threadpool
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
 from genworker.api.deps import get_runtime
@@ -116,7 +115,7 @@ async def ingest_with_key(
 @router.post("/ingest/{tenant_id}/{worker_id}", status_code=202, openapi_extra=_SIGNED_DOC)
 async def ingest_signed(tenant_id: str, worker_id: str, request: Request, sensor: str | None = None) -> IngestResponse:
     if request.headers.get("authorization"):
-        principal = await run_in_threadpool(require_principal, request)
+        principal = await require_principal(request)
         tenant, worker = principal_worker(principal, f"{tenant_id}/{worker_id}")
         return await _keyed(request, tenant, worker, sensor)
     runtime = get_runtime(request)

@@ -117,6 +117,7 @@ class _Journaled:
     mark: JournalMark | None
     names: set[str] = field(default_factory=set)  # item file names
     markers: set[str] = field(default_factory=set)  # dedupe marker names
+    items: builtins.list[InboxItem] = field(default_factory=list)  # in journal order
 
 
 _Request = Request[InboxItem, bool]
@@ -162,7 +163,7 @@ class FileInboxStore:
 
     async def write(self, item: InboxItem) -> bool:
         stored = check_new_item(item)
-        if not await asyncio.wrap_future(self._writer(stored).submit(stored)):
+        if not await self._writer(stored).submit(stored):
             return False
         await publish_quietly(self._bus, written_event(stored))
         return True
@@ -243,8 +244,9 @@ class FileInboxStore:
                 for request, _, _ in kept:
                     request.future.set_exception(exc)
                 return later
-            for _, name, marker in kept:
+            for request, name, marker in kept:
                 journaled.names.add(name)
+                journaled.items.append(request.value)
                 if marker is not None:
                     journaled.markers.add(marker)
         for request, _, _ in kept:
@@ -275,25 +277,29 @@ class FileInboxStore:
         journal. Idempotent: an item already stored is skipped (its marker made if missing). Call under
         the exclusive lock."""
         path = folder / JOURNAL_NAME
-        lines = journal.read_lines(path)
-        if lines is None:
-            self._journaled.pop(folder, None)
-            return
-        items = self._journal_items(folder, lines)
-        new = [(item, name) for item, name, stored in items if not stored]
+        known = self._journaled.get(folder)
+        if known is not None and known.mark is not None and known.mark == journal.mark_of(path):
+            items = known.items  # this process's own journal: dedupe was decided as each line was appended
+            new = [(item, _file_name(item)) for item in items]
+        else:
+            lines = journal.read_lines(path)
+            if lines is None:
+                self._journaled.pop(folder, None)
+                return
+            found = self._journal_items(folder, lines)
+            items = [item for item, _, _ in found]
+            new = [(item, name) for item, name, stored in found if not stored]
         if new:
-            paths = [folder / InboxState.PENDING / name for _, name in new]
-            temps = _durable_temps(
-                [(path, encode_item(item, indent=2)) for path, (item, _) in zip(paths, new, strict=True)]
-            )
-            for tmp, target in zip(temps, paths, strict=True):
-                tmp.replace(target)
+            pending = folder / InboxState.PENDING
+            pending.mkdir(exist_ok=True)
+            _write_new([(pending / name, encode_item(item, indent=2)) for item, name in new])
             _bump_generation(folder)
-            _fsync_dirs([folder / InboxState.PENDING])
-        keyed = [item for item, _, _ in items if item.dedupe_key is not None]
-        for item in keyed:
-            _make_marker(folder / _DEDUPE / _dedupe_name(item.dedupe_key or ""), item.item_id)
-        if keyed:
+            _fsync_dirs([pending])
+        if any(item.dedupe_key is not None for item in items):
+            (folder / _DEDUPE).mkdir(exist_ok=True)
+            for item in items:
+                if item.dedupe_key is not None:
+                    _make_marker(folder / _DEDUPE / _dedupe_name(item.dedupe_key), item.item_id)
             _fsync_dirs([folder / _DEDUPE])
         journal.remove(path)
         self._journaled.pop(folder, None)
@@ -317,7 +323,7 @@ class FileInboxStore:
                 log.info("inbox journal %s: item %s dropped, its dedupe key is taken", where, item.item_id)
                 continue
             seen.add(key)
-            found.append((item, name, _locate(folder, name) is not None))
+            found.append((item, name, _locate(folder, name, _STATES[1:]) is not None))  # pending/: maybe half written
         return found
 
     def _purge(self, tenant_id: str, worker_id: str, cutoff_us: int, limit: int) -> int:
@@ -536,16 +542,17 @@ def _fresh(
 
 
 def _taken(folder: Path, name: str, marker: str | None, journaled: _Journaled) -> bool:
+    """Whether the item or its dedupe key is stored or journaled. A stored item with a key always has its
+    marker (made before its journal is dropped, removed only with the item), so a key needs no search."""
     if name in journaled.names:
         return True
-    if marker is not None and (marker in journaled.markers or os.path.lexists(folder / _DEDUPE / marker)):
-        return True
+    if marker is not None:
+        return marker in journaled.markers or os.path.lexists(folder / _DEDUPE / marker)
     return _locate(folder, name) is not None
 
 
 def _make_marker(marker: Path, item_id: str) -> None:
     """A symlink naming the item: one atomic create-if-absent call, durable with its folder's fsync."""
-    marker.parent.mkdir(exist_ok=True)
     with contextlib.suppress(FileExistsError):
         marker.symlink_to(item_id)
 
@@ -594,8 +601,8 @@ def _entries(folder: Path, state: InboxState) -> Iterator[_Entry]:
         return
 
 
-def _locate(folder: Path, name: str) -> Path | None:
-    for state in _STATES:
+def _locate(folder: Path, name: str, states: Sequence[InboxState] = _STATES) -> Path | None:
+    for state in states:
         path = folder / state / name
         if path.exists():
             return path
@@ -682,23 +689,41 @@ def _durable_temps(files: Sequence[tuple[Path, bytes]]) -> builtins.list[Path]:
     return temps
 
 
-def _fsync_files(paths: Sequence[Path]) -> None:
+def _write_new(files: Sequence[tuple[Path, bytes]]) -> None:
+    """Write each file in place (created, or cut and rewritten) and fsync them all in parallel. Only for
+    the items of a journal being settled: nobody reads them before the journal is gone, and a crash
+    midway leaves the journal, whose next settle writes them again."""
+    fds: builtins.list[int] = []
     try:
-        futures = [_FSYNC_POOL.submit(_fsync_file, path) for path in paths]
+        for path, data in files:
+            fds.append(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
+            journal.write_all(fds[-1], data, 0)
+        _fsync_fds(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _fsync_files(paths: Sequence[Path]) -> None:
+    fds: builtins.list[int] = []
+    try:
+        for path in paths:
+            fds.append(os.open(path, os.O_RDONLY))
+        _fsync_fds(fds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _fsync_fds(fds: Sequence[int]) -> None:
+    try:
+        futures = [_FSYNC_POOL.submit(os.fsync, fd) for fd in fds]
     except RuntimeError:  # the interpreter is exiting and the pool takes no more work: fsync here
         futures = []
-        for path in paths:
-            _fsync_file(path)
+        for fd in fds:
+            os.fsync(fd)
     for future in futures:
         future.result()
-
-
-def _fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _replace_file(path: Path, data: bytes) -> None:

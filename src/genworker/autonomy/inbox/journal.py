@@ -21,7 +21,7 @@ from typing import Final
 from genworker.autonomy.inbox.errors import InboxCorruptError, InboxSchemaError
 from genworker.fsutil import fsync_dir
 
-__all__ = ["JOURNAL_NAME", "SCHEMA_VERSION", "JournalMark", "append", "mark_of", "read_lines", "remove"]
+__all__ = ["JOURNAL_NAME", "SCHEMA_VERSION", "JournalMark", "append", "mark_of", "read_lines", "remove", "write_all"]
 
 SCHEMA_VERSION: Final = 1
 JOURNAL_NAME: Final = "journal.jsonl"
@@ -62,7 +62,7 @@ def append(path: Path, mark: JournalMark | None, lines: list[bytes]) -> JournalM
         header = json.dumps({"schema_version": SCHEMA_VERSION, "journal_id": journal_id}).encode("ascii") + b"\n"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            _write_all(fd, header + data, 0)
+            write_all(fd, header + data, 0)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -70,7 +70,7 @@ def append(path: Path, mark: JournalMark | None, lines: list[bytes]) -> JournalM
         return JournalMark(journal_id, len(header) + len(data))
     fd = os.open(path, os.O_WRONLY)
     try:
-        _write_all(fd, data, mark.size)
+        write_all(fd, data, mark.size)
         os.fdatasync(fd)
     except BaseException:
         os.ftruncate(fd, mark.size)
@@ -117,7 +117,8 @@ def _journal_id(header: bytes, path: Path) -> str:
     return journal_id
 
 
-def _write_all(fd: int, data: bytes, offset: int) -> None:
+def write_all(fd: int, data: bytes, offset: int) -> None:
+    """`data` at `offset` of `fd`, however many `pwrite` calls it takes."""
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, offset)
