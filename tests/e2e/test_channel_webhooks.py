@@ -34,6 +34,7 @@ from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMess
 from genworker.channels.ingest import FAILURE_TEXT
 from genworker.settings import load_settings
 from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
+from genworker.testing.channels import Handled
 from genworker.testing.live_server import LiveServer
 
 SLACK_SECRET = "fake-slack-signing-secret"
@@ -96,25 +97,6 @@ class RecordingReplier:
         with self._changed:
             assert self._changed.wait_for(lambda: len(self.replies) >= count, timeout), self.replies
             return list(self.replies)
-
-
-class Handled:
-    """Outcomes the processor reports once an entry is handled and out of the journal."""
-
-    def __init__(self) -> None:
-        self.outcomes: dict[str, str] = {}
-        self._changed = threading.Condition()
-
-    def __call__(self, message: ChannelMessage, outcome: str) -> None:
-        with self._changed:
-            self.outcomes[message.event_id] = outcome
-            self._changed.notify_all()
-
-    def wait_for(self, *event_ids: str, timeout: float = 30) -> dict[str, str]:
-        with self._changed:
-            done = self._changed.wait_for(lambda: set(event_ids) <= self.outcomes.keys(), timeout)
-            assert done, self.outcomes
-            return dict(self.outcomes)
 
 
 class Server:

@@ -10,7 +10,6 @@ once, and leaves alone a plan a live process is resuming."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -28,10 +27,10 @@ from genworker.auth import ApiKeyStore
 from genworker.autonomy.duties import route_through
 from genworker.autonomy.waiting import WaitingPlan
 from genworker.autonomy.waiting.runs import continuation
-from genworker.channels.base import ChannelMessage
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
+from genworker.testing.channels import Handled
 from genworker.testing.live_server import LiveServer
 from genworker.testing.vendors import Vendor
 from genworker.worker.router import RouteError, RouteRequest
@@ -179,24 +178,6 @@ def test_a_continuation_that_cannot_start_fails_the_parked_run(
         assert run.state is RunState.FAILED and run.error is not None and run.error.code == "resume_failed"
 
 
-class Handled:
-    """The channel processor's outcomes, for the test thread to wait on."""
-
-    def __init__(self) -> None:
-        self.outcomes: dict[str, str] = {}
-        self._changed = threading.Condition()
-
-    def __call__(self, message: ChannelMessage, outcome: str) -> None:
-        with self._changed:
-            self.outcomes[message.event_id] = outcome
-            self._changed.notify_all()
-
-    def wait_for(self, event_id: str) -> str:
-        with self._changed:
-            assert self._changed.wait_for(lambda: event_id in self.outcomes, 30), self.outcomes
-            return self.outcomes[event_id]
-
-
 def slack_message(text: str, ts: str, thread_ts: str, user: str = "U_PEER") -> tuple[bytes, dict[str, str]]:
     event = {"type": "message", "user": user, "text": text, "channel": "D1", "channel_type": "im", "ts": ts}
     body = json.dumps({"type": "event_callback", "event_id": f"Ev{ts}", "event": {**event, "thread_ts": thread_ts}})
@@ -224,7 +205,7 @@ def test_a_slack_run_gets_its_continuation_answer_in_its_thread_once(
         h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
         body, headers = slack_message("Deploy PR 42 once it is merged.", "1700000001.000200", "1700000000.000100")
         assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
-        assert handled.wait_for("D1:1700000001.000200") == "replied"
+        assert handled.wait_for("D1:1700000001.000200")["D1:1700000001.000200"] == "replied"
         [told] = vendor.calls("/chat.postMessage")
         assert told.body["text"] == f"Waiting for {KEY}: the merge has to happen first"
         plan = h.plan()
