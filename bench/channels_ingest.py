@@ -30,15 +30,16 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from wechatpy.enterprise.crypto import WeChatCrypto
 
 from chat_http import free_port, process
+from genworker.testing.credentials import DINGTALK_APP_SECRET, SLACK_SIGNING_SECRET
 from webhook import BASELINE  # the same bare append + fsync endpoint as P2
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "channels_ingest.json"
 
-SLACK_SECRET = "fake-slack-signing-secret"
+SLACK_SECRET = SLACK_SIGNING_SECRET
 FEISHU_TOKEN, FEISHU_KEY = "bench-feishu-token", "bench-feishu-encrypt-key"
 WECOM_TOKEN, WECOM_AES, CORP_ID = "QDG6eK", "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C", "wx5823bf96d3bd56c7"
-DING_SECRET = "fake-dingtalk-app-secret"
+DING_SECRET = DINGTALK_APP_SECRET
 
 Request = tuple[bytes, dict[str, str], dict[str, str]]  # body, headers, query
 

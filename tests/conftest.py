@@ -92,6 +92,21 @@ def redis_url() -> str:
     return REDIS_TEST_URL
 
 
+@pytest.fixture
+def redis_prefix(redis_url: str) -> Iterator[str]:
+    """A key prefix no other test uses; every `{prefix}:*` key is deleted afterwards."""
+    import uuid
+
+    import redis
+
+    prefix = f"gwtest-{uuid.uuid4().hex}"
+    yield prefix
+    with redis.Redis.from_url(redis_url) as client:
+        keys = list(client.scan_iter(match=f"{prefix}:*"))
+        if keys:
+            client.delete(*keys)
+
+
 def tenant_json(tenant_id: str, default_worker: str | None = None) -> str:
     default = f', "default_worker": "{default_worker}"' if default_worker else ""
     return f'{{"tenant_id": "{tenant_id}", "name": "{tenant_id}", "trust_level": 2{default}}}'

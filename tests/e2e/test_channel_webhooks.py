@@ -35,12 +35,13 @@ from genworker.channels.ingest import FAILURE_TEXT
 from genworker.settings import load_settings
 from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
 from genworker.testing.channels import Handled
+from genworker.testing.credentials import DINGTALK_APP_SECRET, SLACK_SIGNING_SECRET
 from genworker.testing.live_server import LiveServer
 
-SLACK_SECRET = "fake-slack-signing-secret"
+SLACK_SECRET = SLACK_SIGNING_SECRET
 FEISHU_TOKEN, FEISHU_KEY = "v-token-test", "e-key-test"
 WECOM_TOKEN, WECOM_AES, CORP_ID = "QDG6eK", "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C", "wx5823bf96d3bd56c7"
-DING_SECRET = "fake-dingtalk-app-secret"
+DING_SECRET = DINGTALK_APP_SECRET
 
 PERSONA = """---
 identity: {name: Alice, worker_id: alice}

@@ -21,10 +21,10 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.channels.base import OutboundMessage
 from genworker.settings import load_settings
+from genworker.testing.credentials import SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET
 from genworker.testing.live_server import LiveServer
 
-BOT_TOKEN = "xoxb-fake-bot-token"
-SIGNING = "slack-signing-secret-value"
+BOT_TOKEN, SIGNING = SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET
 
 
 def persona(worker: str, channels: str) -> str:

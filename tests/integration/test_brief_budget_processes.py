@@ -4,7 +4,6 @@ Lua): together they never take more than the day's cap, and a retried item count
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,16 +50,9 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
         root = tmp_path / "ws"
         yield Backend("file", str(root), "", FileBriefStore(root))
         return
-    url = request.getfixturevalue("redis_url")
-    prefix = f"gwtest-{uuid.uuid4().hex}"
-    client = Redis.from_url(url)
-    try:
+    url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
+    with Redis.from_url(url) as client:
         yield Backend("redis", url, prefix, RedisBriefStore(client, prefix=prefix))
-    finally:
-        keys = list(client.scan_iter(match=f"{prefix}:*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
 
 
 async def start_runner(backend: Backend, owner: str) -> asyncio.subprocess.Process:

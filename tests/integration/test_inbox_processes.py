@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -54,15 +53,11 @@ async def inbox(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         root = tmp_path / "ws"
         yield Inbox("file", str(root), "", FileInboxStore(root))
         return
-    url = request.getfixturevalue("redis_url")
-    prefix = f"gwtest-{uuid.uuid4().hex}"
+    url, prefix = request.getfixturevalue("redis_url"), request.getfixturevalue("redis_prefix")
     client = Redis.from_url(url)
     try:
         yield Inbox("redis", url, prefix, RedisInboxStore(client, prefix=prefix))
     finally:
-        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
-        if keys:
-            await client.delete(*keys)
         await client.aclose()
 
 

@@ -221,7 +221,8 @@ def test_a_restart_after_the_deadline_executes_the_held_call_exactly_once(
         with running(tmp_path, workspace, model_server) as (client, runtime):
             join(client, runtime)
             assert lines(sent) == ["status moved"]
-    assert json.loads(path.read_text(encoding="utf-8"))["state"] == "executed"
+    assert not path.exists()  # decided: moved out of the open records recovery reads
+    assert json.loads((path.parent / "decided" / path.name).read_text(encoding="utf-8"))["state"] == "executed"
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
 from genworker.testing.channels import Handled
+from genworker.testing.credentials import SLACK_SIGNING_SECRET
 from genworker.testing.live_server import LiveServer
 from genworker.testing.vendors import Vendor
 from genworker.worker.router import RouteError, RouteRequest
@@ -39,7 +40,7 @@ from genworker.workspace.models.base import thaw
 
 T = TypeVar("T")
 KEY = "github:pr:42:merged"
-SLACK_SECRET = "fake-slack-signing-secret"
+SLACK_SECRET = SLACK_SIGNING_SECRET
 SKILL = (
     "---\nname: deployer\ndescription: Deploys releases.\nmetadata:\n  genworker:\n"
     "    keywords:\n      - {keyword: deploy, weight: 2.0}\n---\nDo the deploy work.\n"
@@ -82,6 +83,7 @@ def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer, **env: 
 class Harness:
     def __init__(self, client: TestClient, runtime: Runtime, workspace: Path) -> None:
         self.client, self.runtime = client, runtime
+        self.handled: Handled | None = None  # the channel processor's outcomes, once `slack` posted
         self.headers = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme', None)[1]}"}
 
     def call(self, fn: Callable[[], Awaitable[T]]) -> T:
@@ -108,6 +110,15 @@ class Harness:
         assert self.runtime.waiting is not None
         waiting = self.runtime.waiting
         return self.call(lambda: waiting.scan_once(now=at))
+
+    def slack(self, text: str, ts: str, user: str = "U_PEER") -> str:
+        """Post a signed Slack DM (in thread 1700000000.000100) and wait until the processor handled it."""
+        if self.handled is None:
+            self.handled = Handled()
+            self.runtime.channels.processor.listeners.append(self.handled)  # type: ignore[attr-defined]
+        body, headers = slack_message(text, ts, "1700000000.000100", user)
+        assert self.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
+        return self.handled.wait_for(f"D1:{ts}")[f"D1:{ts}"]
 
     def cancel(self, plan_id: str) -> dict[str, Any]:
         response = self.client.post(f"/api/v1/workers/alice/waiting/{plan_id}/cancel", headers=self.headers)
@@ -201,11 +212,7 @@ def test_a_slack_run_gets_its_continuation_answer_in_its_thread_once(
         LiveServer(vendor.app()) as slack,
         running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
     ):
-        handled = Handled()
-        h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
-        body, headers = slack_message("Deploy PR 42 once it is merged.", "1700000001.000200", "1700000000.000100")
-        assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
-        assert handled.wait_for("D1:1700000001.000200")["D1:1700000001.000200"] == "replied"
+        assert h.slack("Deploy PR 42 once it is merged.", "1700000001.000200") == "replied"
         [told] = vendor.calls("/chat.postMessage")
         assert told.body["text"] == f"Waiting for {KEY}: the merge has to happen first"
         plan = h.plan()
@@ -264,11 +271,7 @@ def test_a_continuation_that_waits_again_keeps_the_slack_conversation(
         LiveServer(vendor.app()) as slack,
         running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
     ):
-        handled = Handled()
-        h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
-        body, headers = slack_message("Deploy PR 42 once it is merged.", "1700000001.000200", "1700000000.000100")
-        assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
-        handled.wait_for("D1:1700000001.000200")
+        h.slack("Deploy PR 42 once it is merged.", "1700000001.000200")
         waiting = h.runtime.waiting
         assert waiting is not None
 
@@ -333,11 +336,7 @@ def test_a_continuation_that_ran_before_the_crash_is_not_run_again_and_slack_hea
     with LiveServer(vendor.app()) as slack:
         env = {"GENWORKER_SLACK_API_BASE": slack.url}
         with running(tmp_path, workspace, model_server, **env) as h:
-            handled = Handled()
-            h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
-            body, headers = slack_message(ASK, "1700000001.000200", "1700000000.000100")
-            assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
-            handled.wait_for("D1:1700000001.000200")
+            h.slack(ASK, "1700000001.000200")
             plan = crash_mid_resume(h)
             router = h.runtime.router
             assert router is not None
@@ -402,15 +401,10 @@ def test_im_commands_list_cancel_and_resume_waits(
         LiveServer(vendor.app()) as slack,
         running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
     ):
-        handled = Handled()
-        h.runtime.channels.processor.listeners.append(handled)  # type: ignore[attr-defined]
         stamps = iter(range(1, 100))
 
         def say(text: str, user: str = "U_BOSS") -> str:
-            ts = f"17000000{next(stamps):02d}.000200"
-            body, headers = slack_message(text, ts, "1700000000.000100", user)
-            assert h.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
-            handled.wait_for(f"D1:{ts}")
+            h.slack(text, f"17000000{next(stamps):02d}.000200", user)
             return str(vendor.calls("/chat.postMessage")[-1].body["text"])
 
         say(ASK, "U_PEER")

@@ -29,6 +29,7 @@ from genworker.channels.base import InboundKind, InboundRequest
 from genworker.channels.crypto import feishu_decrypt, wecom_decrypt, wecom_key
 from genworker.channels.errors import ChannelConfigError, ChannelError, VerificationError
 from genworker.channels.registry import ChannelBinding
+from genworker.testing.credentials import DINGTALK_APP_SECRET, SLACK_SIGNING_SECRET
 from genworker.workspace.models.credentials import (
     DingTalkCredentials,
     FeishuCredentials,
@@ -37,10 +38,10 @@ from genworker.workspace.models.credentials import (
 )
 from genworker.workspace.models.persona import Channel
 
-SLACK_SECRET = "fake-slack-signing-secret"
+SLACK_SECRET = SLACK_SIGNING_SECRET
 FEISHU_TOKEN, FEISHU_KEY = "v-token-test", "e-key-test"
 WECOM_TOKEN, WECOM_AES, CORP_ID = "QDG6eK", "jWmYm7qr5nMoAUwZRjGtBxmz3KA1tkAj3ykkR6q2B2C", "wx5823bf96d3bd56c7"
-DING_SECRET = "fake-dingtalk-app-secret"
+DING_SECRET = DINGTALK_APP_SECRET
 
 
 def binding(platform: str, credentials: Any, **features: Any) -> ChannelBinding:

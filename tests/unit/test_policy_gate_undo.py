@@ -228,3 +228,20 @@ def test_the_max_late_setting_reaches_the_undo_window(tmp_path: Path) -> None:
     for bad, why in (("soon", "must be a number"), ("-1", "must be between 0 and 2592000")):
         with pytest.raises(SettingsError, match=f"GENWORKER_UNDO_MAX_LATE_S='{bad}': {why}"):
             late(bad)
+
+
+async def test_decided_records_leave_the_open_folder_and_a_crash_mid_move_is_finished(tmp_path: Path) -> None:
+    w = world(tmp_path)
+    uid = undo_id(await w.pipeline.execute(scope(tmp_path), ToolCall("c1", "mailer", {"to": "boss"})))
+    folder = tmp_path / "tenants/acme/workers/w/runtime/undo"
+    open_copy = (folder / f"{uid}.json").read_bytes()
+    await w.undo.undo("acme", "w", uid, by="dana")
+    await w.undo.close()
+    assert [p.name for p in folder.glob("undo_*.json")] == [] and (folder / "decided" / f"{uid}.json").is_file()
+    assert [(r.undo_id, r.state) for r in await w.undo.records("acme", "w")] == [(uid, "undone")]
+    (folder / f"{uid}.json").write_bytes(open_copy)  # a crash between writing the decided copy and the unlink
+    restarted = w.window(clock=lambda: LATER, max_late_s=10 * 365 * 86400.0)
+    assert await restarted.recover() == []  # the decided copy wins: nothing runs
+    await restarted.join()
+    assert w.mailer.calls == [] and not (folder / f"{uid}.json").exists()
+    assert (await restarted.get("acme", "w", uid)).state == "undone"

@@ -7,7 +7,8 @@ ToolScope with `undo_window_s`; in such a run every call whose effect is `extern
 when it will execute, and it executes when the window ends — unless a person undid it first.
 Calls of other runs, and read / compute / write calls, pass straight through.
 
-    tenants/{t}/workers/{w}/runtime/undo/{undo_id}.json   (schema_version 2)
+    tenants/{t}/workers/{w}/runtime/undo/{undo_id}.json           open: pending, executing
+    tenants/{t}/workers/{w}/runtime/undo/decided/{undo_id}.json   every other state (schema_version 2)
 
     pending -> undone | expired | executing -> executed | failed | outcome_unknown
 
@@ -17,7 +18,9 @@ processes an undo and an execution never both win, and two processes never both 
 time). A pending action whose timer died with its process is found by `recover()`: executed
 if its deadline passed less than `max_late_s` ago, `expired` if longer, given a new timer if not
 yet due. An `executing` record whose executor is gone may or may not have taken effect: it
-becomes `outcome_unknown` and is never retried.
+becomes `outcome_unknown` and is never retried. A decided record moves to `decided/` (written
+there first, then the open file removed; a copy in `decided/` wins), so recovery, which runs on
+every lease sweep, reads only the open ones however long the history grows.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ SCHEMA_VERSION: Final = 2
 DeferredState = Literal["pending", "undone", "expired", "executing", "executed", "failed", "outcome_unknown"]
 DEFERRED_EFFECTS: Final = frozenset({Effect.EXTERNAL, Effect.DELEGATE})
 DEFAULT_MAX_LATE_S: Final = 3600.0
+_OPEN: Final = frozenset({"pending", "executing"})
 
 Release = Callable[["DeferredCall"], Awaitable[ToolOutcome]]
 Announce = Callable[["DeferredCall"], Awaitable[None]]
@@ -281,27 +285,41 @@ class UndoWindow:
         return self._folder(tenant_id, worker_id) / f"{validate_id(undo_id, 'undo id')}.json"
 
     def _read(self, path: Path) -> DeferredCall:
-        try:
-            return DeferredCall.from_json(path.read_bytes(), path.as_posix())
-        except FileNotFoundError:
-            raise UndoNotFound(f"no deferred call {path.stem!r}") from None
+        """The record whose open file is `path`: its decided copy when there is one."""
+        for candidate in (_decided(path), path):
+            with contextlib.suppress(FileNotFoundError):
+                return DeferredCall.from_json(candidate.read_bytes(), candidate.as_posix())
+        raise UndoNotFound(f"no deferred call {path.stem!r}")
 
     def _all(self, folder: Path) -> list[DeferredCall]:
-        records = [self._read(p) for p in folder.glob("undo_*.json")] if folder.is_dir() else []
+        names = {p.name for p in folder.glob("undo_*.json")} | {p.name for p in folder.glob("decided/undo_*.json")}
+        records = [self._read(folder / name) for name in names]
         return sorted(records, key=lambda r: r.created_at, reverse=True)
 
     def _all_in_workspace(self) -> list[DeferredCall]:
+        """The open records (pending, executing) of every worker: what recovery acts on."""
         found = []
         for folder in sorted(self.workspace_root.glob("tenants/*/workers/*/runtime/undo")):
-            try:
-                found.extend(self._all(folder))
-            except UndoError as exc:  # one unreadable file must not stop recovery of the others
-                log.error("undo recovery skipped a file in %s: %s", folder, exc)
+            for path in sorted(folder.glob("undo_*.json")):
+                try:
+                    record = self._read(path)
+                except UndoError as exc:  # one unreadable file must not stop recovery of the others
+                    log.error("undo recovery skipped %s: %s", path, exc)
+                    continue
+                if record.state in _OPEN:
+                    found.append(record)
+                else:  # decided, but a crash kept the open file: finish the move
+                    path.unlink(missing_ok=True)
         return found
 
     def _write(self, record: DeferredCall) -> None:
         path = self._path(record.tenant_id, record.worker_id, record.undo_id)
-        write_atomic(path, json.dumps(record.as_json(), indent=2, ensure_ascii=False).encode("utf-8"), mode=0o644)
+        data = json.dumps(record.as_json(), indent=2, ensure_ascii=False).encode("utf-8")
+        if record.state in _OPEN:
+            write_atomic(path, data, mode=0o644)
+            return
+        write_atomic(_decided(path), data, mode=0o644)  # first the decided copy, then the open file goes
+        path.unlink(missing_ok=True)
 
     def _claim(
         self, record: DeferredCall, expected: tuple[DeferredState, ...], state: DeferredState, by: str
@@ -322,6 +340,10 @@ class UndoWindow:
             settled = replace(self._read(path), state=state, outcome=outcome, decided_at=self.clock())
             self._write(settled)
             return settled
+
+
+def _decided(path: Path) -> Path:
+    return path.parent / "decided" / path.name
 
 
 def _is_alive(executor: str | None, me: str, alive: Callable[[str], bool] | None) -> bool:
