@@ -195,7 +195,7 @@ async def test_tool_needing_approval_stops_the_run(
     model_server.expect(Reply(tool_calls=(ToolCallReply("send_invoice", {"customer": "Globex"}, "inv1"),)))
     h = harness(send_invoice)
     result = await h.run(skill())
-    assert result.status == "approval_required"
+    assert result.status == "approval_required", (result.error_code, result.error)
     assert result.pending_approval is not None and result.pending_approval.arguments == {"customer": "Globex"}
     (approval,) = h.of(ApprovalRequired)
     assert approval.tool == "send_invoice" and approval.call_id == "inv1"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,19 +11,20 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from genworker.testing.model_server import ScriptedModelServer, scripted_env
+from genworker.testing.model_server import ScriptedModelServer, loopback_listener, scripted_env
 
 __all__ = ["LiveServer", "serve"]
 
 
 class LiveServer:
     def __init__(self, app: FastAPI) -> None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
+        self._socket = loopback_listener()
+        self.port = int(self._socket.getsockname()[1])
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="live-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="live-server", daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -42,6 +42,7 @@ class LiveServer:
     def __exit__(self, *exc: object) -> None:
         self._server.should_exit = True
         self._thread.join(30)
+        self._socket.close()
 
 
 @contextmanager

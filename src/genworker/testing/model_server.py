@@ -23,7 +23,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply"]
+__all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply", "loopback_listener"]
+
+
+def loopback_listener() -> socket.socket:
+    """A socket already listening on a free loopback port, to hand to `uvicorn.Server.run(sockets=…)`:
+    no window in which the port is free for someone else or refuses connections."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    return sock
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class ScriptedModelServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
         self.port = 0
 
     # -- script ------------------------------------------------------------------
@@ -97,9 +108,10 @@ class ScriptedModelServer:
     # -- lifecycle ---------------------------------------------------------------
 
     def start(self) -> ScriptedModelServer:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
+        # Listening before the thread starts: the first request waits in the backlog instead of
+        # being refused while uvicorn still runs its lifespan (which comes before its own bind).
+        self._socket = loopback_listener()
+        self.port = self._socket.getsockname()[1]
         routes = [
             Route("/v1/chat/completions", self._completions, methods=["POST"]),
             Route("/chat/completions", self._completions, methods=["POST"]),
@@ -107,7 +119,9 @@ class ScriptedModelServer:
         app = Starlette(routes=routes, lifespan=self._lifespan)
         config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="scripted-model", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._socket]}, name="scripted-model", daemon=True
+        )
         self._thread.start()
         if not self._started.wait(30):
             raise RuntimeError("scripted model server did not start")
@@ -127,6 +141,8 @@ class ScriptedModelServer:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(30)
+        if self._socket is not None:
+            self._socket.close()
 
     def __enter__(self) -> ScriptedModelServer:
         return self.start()
