@@ -1,7 +1,8 @@
 """Durable file primitives every store uses: atomic replace, exclusive create, move, flock.
 
 A write is complete when the function returns: data fsynced, renamed into place, and the
-folder fsynced so the rename itself survives a power loss.
+folder fsynced so the rename itself survives a power loss. `durable=False` does the same
+operation without the fsyncs, for a caller that makes it durable another way (`write_journal.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["create_exclusive", "file_lock", "fsync_dir", "move_file", "write_atomic"]
+__all__ = ["create_exclusive", "file_lock", "fsync_dir", "move_file", "remove_file", "write_atomic"]
 
 
 def fsync_dir(folder: Path) -> None:
@@ -24,14 +25,15 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _temp_copy(path: Path, data: bytes, mode: int | None) -> Path:
+def _temp_copy(path: Path, data: bytes, mode: int | None, durable: bool = True) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")  # mode 0600
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
         if mode is not None:
             Path(name).chmod(mode)
     except BaseException:
@@ -40,36 +42,38 @@ def _temp_copy(path: Path, data: bytes, mode: int | None) -> Path:
     return Path(name)
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None, durable: bool = True) -> None:
     """Replace `path` with `data`: readers see the old file or the new one, never a partial one.
     The file is created 0600 unless `mode` says otherwise."""
-    tmp = _temp_copy(path, data, mode)
+    tmp = _temp_copy(path, data, mode, durable)
     try:
         tmp.replace(path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
-def create_exclusive(path: Path, data: bytes) -> bool:
+def create_exclusive(path: Path, data: bytes, *, durable: bool = True) -> bool:
     """Create `path` with `data` only if it does not exist; False when it already does.
 
     The complete file is linked into place (`link` fails on an existing name, like O_EXCL), so a
     reader never sees it half-written and two racing creators cannot both win.
     """
-    tmp = _temp_copy(path, data, None)
+    tmp = _temp_copy(path, data, None, durable)
     try:
         os.link(tmp, path)
     except FileExistsError:
         return False
     finally:
         tmp.unlink(missing_ok=True)
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
     return True
 
 
-def move_file(source: Path, target: Path) -> bool:
+def move_file(source: Path, target: Path, *, durable: bool = True) -> bool:
     """Move `source` to `target` atomically (same filesystem). When `source` is gone, True if
     `target` exists (moved before), False if neither does."""
     if not source.exists():
@@ -79,8 +83,20 @@ def move_file(source: Path, target: Path) -> bool:
         source.replace(target)
     except FileNotFoundError:
         return target.exists()
-    fsync_dir(target.parent)
-    fsync_dir(source.parent)
+    if durable:
+        fsync_dir(target.parent)
+        fsync_dir(source.parent)
+    return True
+
+
+def remove_file(path: Path, *, durable: bool = True) -> bool:
+    """Delete `path`; False if it was not there."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    if durable:
+        fsync_dir(path.parent)
     return True
 
 

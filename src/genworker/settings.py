@@ -114,6 +114,17 @@ class Settings:
             raise SettingsError(f"{key}={raw!r}: must be between {_plain(low)} and {_plain(high)}")
         return value
 
+    def flag(self, key: str, default: bool) -> bool:
+        """A true / false setting owned by another component; SettingsError naming the key otherwise."""
+        raw = self.get(key)
+        if raw is None:
+            return default
+        if raw.strip().lower() in _TRUE:
+            return True
+        if raw.strip().lower() in _FALSE:
+            return False
+        raise SettingsError(f"{key}={raw!r}: must be true or false")
+
 
 def load_settings(
     configs_dir: Path | None = None,
@@ -214,4 +225,4 @@ class _Reader:
 
 def _plain(value: float) -> str:
     """2592000, not 2.592e+06; 0.5 stays 0.5."""
-    return str(int(value)) if value.is_integer() else f"{value:g}"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"

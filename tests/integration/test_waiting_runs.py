@@ -424,9 +424,12 @@ def test_im_commands_list_cancel_and_resume_waits(
             f"the wait for {KEY} was cancelled by slack:U_BOSS",
         )
 
-        assert say(f"/resume_wait {first.plan_id}") == f"Wait {first.plan_id} resumed: its work continues now."
+        before = len(vendor.calls("/chat.postMessage"))
+        h.slack(f"/resume_wait {first.plan_id}", f"17000000{next(stamps):02d}.000200", "U_BOSS")
         h.call(lambda: waiting.wait_runs([first]))
-        assert vendor.calls("/chat.postMessage")[-1].body["text"] == "Merged; deployed."  # in the asking thread
+        # the command's reply and the continued run's answer (in the asking thread), in either order
+        posted = sorted(str(c.body["text"]) for c in vendor.calls("/chat.postMessage")[before:])
+        assert posted == ["Merged; deployed.", f"Wait {first.plan_id} resumed: its work continues now."]
         assert h.run(str(first.resume["run_id"])).state is RunState.SUPERSEDED
         assert say(f"/resume_wait {first.plan_id}").startswith(f"Cannot do that: plan {first.plan_id} is done")
         assert say("/waits") == "Waiting plans: none."

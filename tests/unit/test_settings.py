@@ -88,3 +88,14 @@ def test_secrets_stay_out_of_repr(tmp_path: Path) -> None:
     settings = load_settings(_configs(tmp_path), {"GENWORKER_ADMIN_TOKEN": "tok-123", "GENWORKER_LLM_API_KEY": "sk-9"})
     assert "tok-123" not in repr(settings) and "sk-9" not in repr(settings)
     assert settings.get("GENWORKER_LLM_API_KEY") == "sk-9"
+
+
+def test_component_flags_and_numbers_name_the_key_when_wrong(tmp_path: Path) -> None:
+    env = {"GENWORKER_WRITE_JOURNAL": "off", "GENWORKER_WRITE_JOURNAL_CHECKPOINT_S": "0", "BAD_FLAG": "maybe"}
+    settings = load_settings(_configs(tmp_path), env)
+    assert settings.flag("GENWORKER_WRITE_JOURNAL", True) is False
+    assert settings.flag("UNSET_FLAG", True) is True
+    with pytest.raises(SettingsError, match=r"BAD_FLAG='maybe': must be true or false"):
+        settings.flag("BAD_FLAG", True)
+    with pytest.raises(SettingsError, match=r"GENWORKER_WRITE_JOURNAL_CHECKPOINT_S='0': must be between 0.01 and 3600"):
+        settings.number("GENWORKER_WRITE_JOURNAL_CHECKPOINT_S", 0.5, 0.01, 3600)

@@ -1,8 +1,9 @@
 """Sessions as files: ``{workspace}/tenants/{tenant_id}/sessions/{session_id}.json``.
 
-Writes are atomic (temp file in the same folder, fsync, rename) and the compare-and-set runs under
-an exclusive ``flock`` on ``sessions/.locks/{session_id}.lock``, so several runtime processes can
-share one workspace. Every blocking call runs in a worker thread, never in the event loop.
+Writes are atomic (temp file in the same folder, rename) and durable through `files`
+(write_journal.py); the compare-and-set runs under an exclusive ``flock`` on
+``sessions/.locks/{session_id}.lock``, so several runtime processes can share one workspace.
+Every blocking call runs in a worker thread, never in the event loop.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from genworker.conversation.codec import decode_session, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionError
 from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
 from genworker.conversation.store import check_owner, is_expired, newest_first
-from genworker.fsutil import write_atomic
 from genworker.ids import PathEscapeError, is_inside, safe_join, validate_id
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["FileSessionStore"]
 
@@ -32,9 +33,12 @@ _LOCKS = ".locks"
 
 
 class FileSessionStore:
-    def __init__(self, workspace_root: Path, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(
+        self, workspace_root: Path, *, clock: Callable[[], datetime] = utc_now, files: DurableFiles = DIRECT
+    ) -> None:
         self._root = Path(workspace_root)
         self._clock = clock
+        self._files = files  # how writes are made durable (write_journal.py)
 
     def path_of(self, tenant_id: str, session_id: str) -> Path:
         """The session's file (blocking: resolves symlinks); the ids are validated and the path must
@@ -88,17 +92,13 @@ class FileSessionStore:
             if actual != expected_version:
                 raise ConcurrentUpdateError(session.session_id, expected_version, actual)
             stored = replace(session, version=expected_version + 1)
-            _atomic_write(path, encode_session(stored, indent=2))
+            self._files.write_atomic(path, encode_session(stored, indent=2))
         return stored
 
     def _delete(self, tenant_id: str, session_id: str) -> bool:
         path = self.path_of(tenant_id, session_id)
         with _locked(path):
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                return False
-        return True
+            return self._files.remove(path)
 
     def _list(self, tenant_id: str, worker_id: str | None) -> tuple[SessionSummary, ...]:
         folder = self._dir(tenant_id)
@@ -126,8 +126,7 @@ class FileSessionStore:
                 except SessionError:
                     continue  # left for a human to look at
                 if session is not None and is_expired(session, self._clock()):
-                    path.unlink()
-                    removed += 1
+                    removed += self._files.remove(path)
         return removed
 
 
@@ -157,5 +156,3 @@ def _locked(path: Path) -> Iterator[None]:
     finally:
         os.close(fd)  # closing releases the lock
 
-
-_atomic_write = write_atomic

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from genworker.fsutil import file_lock, move_file, write_atomic
+from genworker.fsutil import file_lock
 from genworker.ids import safe_join, validate_id
 from genworker.memory.errors import MemoryFileError
 from genworker.memory.models import Episode, parse_episode, render_episode
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["EpisodeStore", "ScanIssue", "tenant_memory_dir", "worker_memory_dir", "worker_runtime_dir"]
 
@@ -48,8 +49,9 @@ class ScanIssue:
 class EpisodeStore:
     """Episodes of one owner (a worker or a tenant) under `memory_dir/episodes/`."""
 
-    def __init__(self, memory_dir: Path) -> None:
+    def __init__(self, memory_dir: Path, files: DurableFiles = DIRECT) -> None:
         self.memory_dir = memory_dir
+        self.files = files  # how writes are made durable (write_journal.py)
         self.folder = memory_dir / "episodes"
         self.archive = memory_dir / "archive" / "episodes"
 
@@ -58,7 +60,7 @@ class EpisodeStore:
 
     def write(self, episode: Episode) -> Path:
         path = self.path_of(episode.episode_id)
-        write_atomic(path, render_episode(episode).encode("utf-8"), mode=0o644)
+        self.files.write_atomic(path, render_episode(episode).encode("utf-8"), mode=0o644)
         return path
 
     def read(self, episode_id: str) -> Episode:
@@ -88,7 +90,7 @@ class EpisodeStore:
     def archive_episode(self, episode_id: str) -> Path:
         target = self.archive / f"{validate_id(episode_id, 'episode id')}.md"
         self.archive.mkdir(parents=True, exist_ok=True)
-        move_file(self.path_of(episode_id), target)
+        self.files.move_file(self.path_of(episode_id), target)
         return target
 
     def scan(self, issues: list[ScanIssue] | None = None) -> Iterator[Episode]:

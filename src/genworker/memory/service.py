@@ -41,6 +41,7 @@ from genworker.memory.orchestrator import MemoryOrchestrator, MemoryProvider, Pr
 from genworker.memory.preferences import Evidence, Statement, StatementsProvider, StatementStore
 from genworker.memory.redaction import looks_like_error, redact_for_memory
 from genworker.memory.store import OwnerMemory
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["LocalIndexProvider", "MemoryService", "RunOutcome", "channel_of"]
 
@@ -71,8 +72,10 @@ class MemoryService:
         llm: LLMClient | None = None,
         providers: Sequence[MemoryProvider] = (),
         embed: Embed | None = None,
+        files: DurableFiles = DIRECT,
     ) -> None:
         self.root = root
+        self.files = files  # how episode writes are made durable (write_journal.py)
         self.config = config or MemoryConfig()
         self.llm = llm
         self.embed = embed if embed is not None else (MiniLMEmbedder() if self.config.embeddings else None)
@@ -95,6 +98,7 @@ class MemoryService:
                     memory_dir.parent / "runtime",
                     half_life_days=self.config.half_life_days,
                     embed=self.embed,
+                    files=self.files,
                 )
             return self._owners[key]
 
@@ -108,6 +112,7 @@ class MemoryService:
                     memory_dir.parent / "runtime",
                     half_life_days=self.config.half_life_days,
                     embed=self.embed,
+                    files=self.files,
                 )
             return self._owners[key]
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from genworker.memory.episodes import EpisodeStore
 from genworker.memory.index import MemoryIndex
 from genworker.memory.models import Episode
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["INDEX_FILE", "OwnerMemory"]
 
@@ -29,8 +30,9 @@ class OwnerMemory:
         *,
         half_life_days: float = 30.0,
         embed: Callable[[Sequence[str]], list[list[float]]] | None = None,
+        files: DurableFiles = DIRECT,
     ) -> None:
-        self.episodes = EpisodeStore(memory_dir)
+        self.episodes = EpisodeStore(memory_dir, files)
         self.index = MemoryIndex(
             runtime_dir / INDEX_FILE, self.episodes.scan, half_life_days=half_life_days, embed=embed
         )

@@ -72,6 +72,7 @@ from genworker.workspace.models import Tenant
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.workspace.watcher import WorkspaceWatcher
+from genworker.write_journal import DIRECT, JournaledFiles, recover_journals
 
 __all__ = ["GOVERNANCE_COMPONENTS", "Runtime", "build_runtime"]
 
@@ -108,6 +109,7 @@ class Runtime:
     waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
     aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
     leases: InstanceLeases | None = None  # this process's lease; runs it owns carry its instance id
+    files: JournaledFiles | None = None  # the write journal run records, sessions and episodes go through
     memory_consolidations: int = 0  # passes of the memory consolidation job so far
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
@@ -121,6 +123,7 @@ class Runtime:
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
         self.leases = self._instance_leases()
         await asyncio.to_thread(self.leases.renew)
+        await self._open_write_journal()
         self.router = build_router(self)
         recovered = await self.router.tasks.recover_interrupted(alive=self.leases.alive)
         if recovered:
@@ -275,10 +278,27 @@ class Runtime:
         await self.tools.stop()
         if self.router is not None and self.router.memory is not None:
             self.router.memory.close()  # the memory indexes' SQLite connections
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
         if self.aredis is not None:
             await self.aredis.aclose()
         if self.redis is not None:
             await asyncio.to_thread(self.redis.close)
+        if self.files is not None:  # last: every writer has stopped
+            await asyncio.to_thread(self.files.close)
+            self.files = None
+
+    async def _open_write_journal(self) -> None:
+        """Finish the journals of stopped processes (before anything reads what they wrote), then
+        open this process's, unless GENWORKER_WRITE_JOURNAL=false (every write fsyncs on its own)."""
+        root = self.registry.root
+        finished = await asyncio.to_thread(recover_journals, root)
+        if finished:
+            log.warning("[Runtime] finished %d write-journal segments left by a stopped process", finished)
+        if self.settings.flag("GENWORKER_WRITE_JOURNAL", True):
+            interval = self.settings.number("GENWORKER_WRITE_JOURNAL_CHECKPOINT_S", 0.5, 0.01, 3600)
+            self.files = await asyncio.to_thread(partial(JournaledFiles, root, interval_s=interval))
 
     def _connect_briefs(self, briefs: BriefService) -> None:
         """Briefs go out through the channels; their confirmation and suggestion sections read the
@@ -458,7 +478,8 @@ def build_router(runtime: Runtime) -> WorkerRouter:
     url = runtime.settings.redis_url
     aredis = aioredis.Redis.from_url(url) if runtime.redis is not None and url else None
     runtime.aredis = aredis
-    store: SessionStore = RedisSessionStore(aredis) if aredis is not None else FileSessionStore(root)
+    files = runtime.files or DIRECT
+    store: SessionStore = RedisSessionStore(aredis) if aredis is not None else FileSessionStore(root, files=files)
     confirmations = ConfirmationStore(root)
     return WorkerRouter(
         registry=runtime.registry,
@@ -466,11 +487,13 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         tools=runtime.tools,
         sessions=SessionManager(store),
         queue=ThreadQueue(aredis),
-        tasks=TaskLifecycle(root, owner=runtime.leases.instance_id if runtime.leases is not None else None),
+        tasks=TaskLifecycle(
+            root, owner=runtime.leases.instance_id if runtime.leases is not None else None, files=files
+        ),
         governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations)),
         confirmations=confirmations,
         matcher=SkillMatcher(),
-        memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm),
+        memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm, files=files),
     )
 
 

@@ -24,8 +24,9 @@ from pydantic import ConfigDict, TypeAdapter
 
 from genworker.ids import InvalidIdError, PathEscapeError, is_inside, safe_join, validate_id
 from genworker.worker.lifecycle.errors import RunExists, RunNotFound, TaskExists, TaskFileError, TaskNotFound
-from genworker.worker.lifecycle.files import create_exclusive, encode, file_lock, move_file, read_file, write_atomic
+from genworker.worker.lifecycle.files import encode, file_lock, read_file
 from genworker.worker.task import RUN_SCHEMA_VERSION, TASK_SCHEMA_VERSION, RunRecord, RunRef, TaskManifest
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["IDEMPOTENCY_SCHEMA_VERSION", "IdempotencyClaim", "TaskStore", "idempotency_digest"]
 
@@ -55,8 +56,9 @@ _CLAIM = TypeAdapter(IdempotencyClaim)
 
 
 class TaskStore:
-    def __init__(self, workspace_root: Path) -> None:
+    def __init__(self, workspace_root: Path, files: DurableFiles = DIRECT) -> None:
         self.root = workspace_root
+        self.files = files  # how writes are made durable (write_journal.py)
 
     # -- paths -------------------------------------------------------------------------
 
@@ -155,37 +157,36 @@ class TaskStore:
     # -- writes (TaskLifecycle only) -----------------------------------------------
 
     def create_run(self, run: RunRecord) -> None:
-        if not create_exclusive(self.run_path(run.ref), encode(_RUN, run)):
+        if not self.files.create_exclusive(self.run_path(run.ref), encode(_RUN, run)):
             raise RunExists(run.ref)
 
     def save_run(self, run: RunRecord) -> None:
-        write_atomic(self.run_path(run.ref), encode(_RUN, run))
+        self.files.write_atomic(self.run_path(run.ref), encode(_RUN, run))
 
     def create_manifest(self, manifest: TaskManifest) -> None:
         """Write a new manifest to tasks/active/; manifests are written once."""
         t, w, task_id = manifest.tenant_id, manifest.worker_id, manifest.task_id
         if self.manifest_path(t, w, task_id, done=True).exists():
             raise TaskExists(t, w, task_id)
-        if not create_exclusive(self.manifest_path(t, w, task_id), encode(_MANIFEST, manifest)):
+        if not self.files.create_exclusive(self.manifest_path(t, w, task_id), encode(_MANIFEST, manifest)):
             raise TaskExists(t, w, task_id)
 
     def discard_manifest(self, manifest: TaskManifest) -> None:
         """Remove an active manifest whose run could not be created."""
-        self.manifest_path(manifest.tenant_id, manifest.worker_id, manifest.task_id).unlink(missing_ok=True)
+        self.files.remove(self.manifest_path(manifest.tenant_id, manifest.worker_id, manifest.task_id))
 
     def finish_manifest(self, tenant_id: str, worker_id: str, task_id: str) -> bool:
         """Move the manifest from tasks/active/ to tasks/done/ (a no-op when already moved).
         False when there is no manifest in either folder."""
         source = self.manifest_path(tenant_id, worker_id, task_id)
-        return move_file(source, self.manifest_path(tenant_id, worker_id, task_id, done=True))
+        return self.files.move_file(source, self.manifest_path(tenant_id, worker_id, task_id, done=True))
 
     def claim_idempotency(self, tenant_id: str, worker_id: str, claim: IdempotencyClaim) -> bool:
         """Record that `claim.key` belongs to `claim.run_id`; False when the key is already claimed."""
-        return create_exclusive(self.claim_path(tenant_id, worker_id, claim.key), encode(_CLAIM, claim))
+        return self.files.create_exclusive(self.claim_path(tenant_id, worker_id, claim.key), encode(_CLAIM, claim))
 
     def discard_claim(self, tenant_id: str, worker_id: str, key: str) -> None:
-        path = self.claim_path(tenant_id, worker_id, key)
-        path.unlink(missing_ok=True)
+        self.files.remove(self.claim_path(tenant_id, worker_id, key))
 
 
 def _ids_in(folder: Path) -> Iterator[str]:

@@ -43,6 +43,7 @@ from genworker.worker.task import (
     ToolCallRecord,
     can_transition,
 )
+from genworker.write_journal import DIRECT, DurableFiles
 
 if TYPE_CHECKING:  # keeps reading and writing runs free of the model stack
     from genworker.engine.base import RunResult
@@ -134,8 +135,10 @@ def _waiting(run: RunRecord, call: ToolCall, reason: str, now: datetime) -> RunR
 class TaskLifecycle:
     """Commands on tasks and runs under `workspace_root` (see docs/runs.md)."""
 
-    def __init__(self, workspace_root: Path, *, clock: Clock = _utc_now, owner: str | None = None) -> None:
-        self._store = TaskStore(workspace_root)
+    def __init__(
+        self, workspace_root: Path, *, clock: Clock = _utc_now, owner: str | None = None, files: DurableFiles = DIRECT
+    ) -> None:
+        self._store = TaskStore(workspace_root, files)
         self._steps = StepJournal(workspace_root)
         self._clock = clock
         self.owner = owner  # this runtime instance: written on the runs it creates or resumes

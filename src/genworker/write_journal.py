@@ -1,0 +1,327 @@
+"""Durable file writes that cost one shared journal append instead of fsyncs per file.
+
+Stores write through a `DurableFiles`: `DIRECT` makes each operation durable on its own (the
+file and its folder fsynced, `fsutil`); `JournaledFiles` does the same operation without an
+fsync and appends one line describing it to its process's journal under
+`{workspace}/.journal/`, where concurrent writers share one `fdatasync` (group commit). Either
+way the operation survives a power loss once the call returns.
+
+A checkpoint thread closes the journal's segment every `interval_s`, fsyncs the files and
+folders it touched and deletes it, so a journal holds well under a second of writes.
+
+Start-up (`recover_journals`) finishes the journals of processes that are gone (their owner's
+`flock` is free). A journal written on this boot needs no redo (its operations reached the page
+cache before they were journaled): its files are fsynced. After a reboot the operations are
+redone in order; a write only where the file is missing, empty or older than the operation, so
+a newer write by another process is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import fcntl
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from genworker.fsutil import create_exclusive, fsync_dir, move_file, remove_file, write_atomic
+
+__all__ = ["DIRECT", "DirectFiles", "DurableFiles", "JournaledFiles", "current_boot_id", "recover_journals"]
+
+log = logging.getLogger(__name__)
+
+JOURNAL_DIR = ".journal"
+_FORMAT = 1
+
+
+class DurableFiles(Protocol):
+    """Blocking file operations, each durable when it returns (call them from a worker thread)."""
+
+    def write_atomic(self, path: Path, data: bytes, *, mode: int | None = None) -> None: ...
+
+    def create_exclusive(self, path: Path, data: bytes) -> bool: ...
+
+    def move_file(self, source: Path, target: Path) -> bool: ...
+
+    def remove(self, path: Path) -> bool: ...
+
+
+class DirectFiles:
+    """Every operation fsyncs its own file and folders."""
+
+    def write_atomic(self, path: Path, data: bytes, *, mode: int | None = None) -> None:
+        write_atomic(path, data, mode=mode)
+
+    def create_exclusive(self, path: Path, data: bytes) -> bool:
+        return create_exclusive(path, data)
+
+    def move_file(self, source: Path, target: Path) -> bool:
+        return move_file(source, target)
+
+    def remove(self, path: Path) -> bool:
+        return remove_file(path)
+
+
+DIRECT = DirectFiles()
+
+
+def current_boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip()
+    except OSError:  # not Linux: every journal is redone, which is always safe
+        return ""
+
+
+@dataclass
+class _Segment:
+    path: Path
+    fd: int
+    written: int = 0  # lines appended
+    synced: int = 0  # lines known to be on disk
+    syncing: bool = False
+    opened: float = field(default_factory=time.monotonic)
+    files: set[Path] = field(default_factory=set)
+    folders: set[Path] = field(default_factory=set)
+
+
+class JournaledFiles:
+    """`DurableFiles` for everything under `root`, through this process's journal (paths outside
+    `root` fall back to `DIRECT`). `close()` checkpoints and removes the journal."""
+
+    def __init__(self, root: Path, *, interval_s: float = 0.5, boot_id: str | None = None) -> None:
+        self.root = Path(root)
+        self.folder = self.root / JOURNAL_DIR
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.owner = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.interval_s = interval_s
+        self._boot_id = current_boot_id() if boot_id is None else boot_id
+        self._lock_fd = os.open(self.folder / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        self._cond = threading.Condition()
+        self._numbers = iter(range(1, 1 << 62))
+        self._segment = self._open_segment()
+        self._stop = threading.Event()
+        self._checkpointer = threading.Thread(target=self._checkpoint_loop, name="journal-checkpoint", daemon=True)
+        self._checkpointer.start()
+
+    # -- DurableFiles -------------------------------------------------------------------
+
+    def write_atomic(self, path: Path, data: bytes, *, mode: int | None = None) -> None:
+        if not self._owns(path):
+            return DIRECT.write_atomic(path, data, mode=mode)
+        ts = time.time_ns()
+        write_atomic(path, data, mode=mode, durable=False)
+        self._commit({"op": "write", "path": self._rel(path), "data": _b64(data), "mode": mode, "ts": ts}, path)
+        return None
+
+    def create_exclusive(self, path: Path, data: bytes) -> bool:
+        if not self._owns(path):
+            return DIRECT.create_exclusive(path, data)
+        ts = time.time_ns()
+        if not create_exclusive(path, data, durable=False):
+            return False
+        self._commit({"op": "create", "path": self._rel(path), "data": _b64(data), "ts": ts}, path)
+        return True
+
+    def move_file(self, source: Path, target: Path) -> bool:
+        if not (self._owns(source) and self._owns(target)):
+            return DIRECT.move_file(source, target)
+        ts = time.time_ns()
+        if not source.exists():  # moved before (or never there): nothing new to make durable
+            return target.exists()
+        moved = move_file(source, target, durable=False)
+        self._commit({"op": "move", "path": self._rel(source), "to": self._rel(target), "ts": ts}, target, source)
+        return moved
+
+    def remove(self, path: Path) -> bool:
+        if not self._owns(path):
+            return DIRECT.remove(path)
+        if not remove_file(path, durable=False):
+            return False
+        self._commit({"op": "remove", "path": self._rel(path), "ts": time.time_ns()}, None, path)
+        return True
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Close the current segment: fsync what it touched and delete it."""
+        with self._cond:
+            if self._segment.written == 0:
+                return
+        new = self._open_segment()  # outside the lock: writers keep appending meanwhile
+        with self._cond:
+            old, self._segment = self._segment, new
+        self._finish(old)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._checkpointer.join()
+        with self._cond:
+            last = self._segment
+        self._finish(last)
+        (self.folder / f"{self.owner}.lock").unlink(missing_ok=True)
+        os.close(self._lock_fd)
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _owns(self, path: Path) -> bool:
+        return path.is_relative_to(self.root)
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _open_segment(self) -> _Segment:
+        path = self.folder / f"{self.owner}.{next(self._numbers):06d}.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        header = {"journal": _FORMAT, "boot_id": self._boot_id, "pid": os.getpid()}
+        os.write(fd, _line(header))
+        fsync_dir(self.folder)
+        return _Segment(path, fd)
+
+    def _commit(self, record: dict[str, Any], file: Path | None, other: Path | None = None) -> None:
+        """Append `record`; return once it (and any line before it) is on disk."""
+        line = _line(record)
+        with self._cond:
+            segment = self._segment
+            os.write(segment.fd, line)
+            segment.written += 1
+            mine = segment.written
+            if file is not None:
+                segment.files.add(file)
+                segment.folders.add(file.parent)
+            if other is not None:
+                segment.folders.add(other.parent)
+            self._sync_until(segment, mine)
+
+    def _sync_until(self, segment: _Segment, target: int) -> None:
+        """Group commit (called holding `_cond`): one writer fdatasyncs for everyone waiting."""
+        while segment.synced < target:
+            if segment.syncing:
+                self._cond.wait()
+                continue
+            segment.syncing = True
+            upto = segment.written
+            self._cond.release()
+            try:
+                os.fdatasync(segment.fd)
+            finally:
+                self._cond.acquire()
+                segment.syncing = False
+                self._cond.notify_all()
+            segment.synced = max(segment.synced, upto)
+
+    def _finish(self, segment: _Segment) -> None:
+        with self._cond:
+            self._sync_until(segment, segment.written)  # writers still waiting on it are released
+        for path in segment.files:
+            _fsync_path(path)
+        for folder in segment.folders:
+            _fsync_path(folder)
+        os.close(segment.fd)
+        segment.path.unlink(missing_ok=True)
+
+    def _checkpoint_loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.checkpoint()
+            except OSError:
+                log.exception("journal checkpoint failed; retrying in %.1f s", self.interval_s)
+
+
+def recover_journals(root: Path, *, boot_id: str | None = None) -> int:
+    """Finish the journals under `root` whose process is gone; returns how many segments."""
+    folder = Path(root) / JOURNAL_DIR
+    if not folder.is_dir():
+        return 0
+    boot = current_boot_id() if boot_id is None else boot_id
+    finished = 0
+    for lock_path in sorted(folder.glob("*.lock")):
+        owner = lock_path.name.removesuffix(".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # another process finished it just now
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its process is alive
+            for segment in sorted(folder.glob(f"{owner}.*.jsonl")):
+                _recover_segment(Path(root), segment, boot)
+                segment.unlink()
+                finished += 1
+            lock_path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    fsync_dir(folder)
+    return finished
+
+
+def _recover_segment(root: Path, segment: Path, boot: str) -> None:
+    records = list(_records(segment))
+    if not records:
+        return
+    header, ops = records[0], records[1:]
+    redo = not boot or header.get("boot_id") != boot
+    touched: list[Path] = []
+    for op in ops:
+        path = root / op["path"]
+        target = root / op["to"] if op["op"] == "move" else path
+        if redo:
+            _redo(op, path, target)
+        touched += [target, path.parent, target.parent]
+    for path in dict.fromkeys(touched):
+        _fsync_path(path)
+    log.warning("journal %s: %d operations %s", segment.name, len(ops), "redone" if redo else "made durable")
+
+
+def _redo(op: dict[str, Any], path: Path, target: Path) -> None:
+    kind = op["op"]
+    if kind in ("write", "create"):
+        try:
+            stat = path.stat()
+            stale = stat.st_size == 0 or stat.st_mtime_ns < op["ts"]
+        except FileNotFoundError:
+            stale = True
+        if stale:
+            write_atomic(path, base64.b64decode(op["data"]), mode=op.get("mode"), durable=False)
+    elif kind == "move":
+        if path.exists():
+            move_file(path, target, durable=False)
+    elif kind == "remove":
+        remove_file(path, durable=False)
+
+
+def _records(segment: Path) -> Iterator[dict[str, Any]]:
+    """The segment's complete lines; a torn last line (the crash came mid-append) was never acknowledged."""
+    for raw in segment.read_bytes().splitlines():
+        try:
+            yield json.loads(raw)
+        except ValueError:
+            log.warning("journal %s: skipping a torn line", segment.name)
+
+
+def _fsync_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # moved or removed since: its new place is synced where it was recorded
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _line(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
