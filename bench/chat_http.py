@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import socket
@@ -29,6 +30,7 @@ from genworker.auth import ApiKeyStore
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "chat_http.json"
 TARGET = 1.15
+PIDS: dict[str, int] = {}  # server url -> pid, for CPU per request
 
 
 def free_port() -> int:
@@ -48,6 +50,7 @@ def process(argv: list[str], port: int, env: dict[str, str] | None = None) -> It
         encoding="utf-8",
     )
     url = f"http://127.0.0.1:{port}"
+    PIDS[url] = proc.pid
     try:
         for _ in range(600):  # bounded: the server must accept a connection within ~60 s
             if proc.poll() is not None:
@@ -87,26 +90,36 @@ async def one(
     return first * 1000, (time.perf_counter() - started) * 1000
 
 
-async def measure(ours: str, base: str, key: str, requests: int, concurrency: int) -> dict[str, Any]:
+def cpu_ms(url: str) -> float:
+    """User + system CPU the server process has used so far."""
+    fields = Path(f"/proc/{PIDS[url]}/stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(servers: dict[str, str], key: str, requests: int, concurrency: int) -> dict[str, Any]:
+    """`servers`: name -> url; "baseline" is the bare endpoint, every other name a genworker."""
+    chat = {"worker_id": "w", "message": "what does my note say?"}
     targets = {
-        "ours": (
-            ours + "/api/v1/chat/stream",
-            {"worker_id": "w", "message": "what does my note say?"},
-            {"Authorization": f"Bearer {key}"},
-        ),
-        "baseline": (base + "/chat", {"message": "what does my note say?"}, {}),
+        name: (url + "/api/v1/chat/stream", chat, {"Authorization": f"Bearer {key}"})
+        for name, url in servers.items()
+        if name != "baseline"
     }
+    targets["baseline"] = (servers["baseline"] + "/chat", {"message": "what does my note say?"}, {})
+    names = list(targets)
     samples: dict[str, dict[str, list[float]]] = {name: {"ttfb": [], "total": []} for name in targets}
+    cpu: dict[str, float] = {}
     async with httpx.AsyncClient(timeout=60) as client:
         for url, body, headers in targets.values():  # warm-up
             for _ in range(5):
                 await one(client, url, body, headers)
+        cpu = {name: -cpu_ms(servers[name]) for name in names}
         for i in range(requests):
-            for name in ("ours", "baseline") if i % 2 == 0 else ("baseline", "ours"):
+            for name in names[i % len(names) :] + names[: i % len(names)]:  # rotated order
                 url, body, headers = targets[name]
                 ttfb, total = await one(client, url, body, headers)
                 samples[name]["ttfb"].append(ttfb)
                 samples[name]["total"].append(total)
+        cpu = {name: (spent + cpu_ms(servers[name])) / requests for name, spent in cpu.items()}
         throughput: dict[str, float] = {}
         for name, (url, body, headers) in targets.items():
             started = time.perf_counter()
@@ -117,6 +130,7 @@ async def measure(ours: str, base: str, key: str, requests: int, concurrency: in
         "requests": requests,
         "concurrency": concurrency,
         "median_ms": med,
+        "cpu_ms_per_request": cpu,
         "ratio_total": med["ours"]["total"] / med["baseline"]["total"],
         "ratio_ttfb": med["ours"]["ttfb"] / med["baseline"]["ttfb"],
         "requests_per_s": throughput,
@@ -128,7 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--also", metavar="KEY=VALUE", action="append", default=[],
+        help="start a second genworker with this setting changed and measure it too (A/B)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    also = dict(item.split("=", 1) for item in args.also)
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="genworker-p1-") as tmp:
         root = Path(tmp) / "workspace"
@@ -147,16 +166,22 @@ def main(argv: list[str] | None = None) -> int:
             ours_cmd = [str(Path(python).with_name("genworker")), "run", "--port", str(oport), "--workspace", str(root)]
             notes = str(root / "tenants/bench/workers/w/files/notes.md")
             base_cmd = [python, str(HERE / "chat_servers.py"), "baseline", str(bport), model + "/v1", notes]
-            with process(ours_cmd, oport, env) as ours, process(base_cmd, bport) as base:
-                result = asyncio.run(measure(ours, base, key, args.requests, args.concurrency))
+            with contextlib.ExitStack() as stack:
+                servers = {"ours": stack.enter_context(process(ours_cmd, oport, env))}
+                if also:
+                    aport = free_port()
+                    variant = [*ours_cmd[:3], str(aport), *ours_cmd[4:]]
+                    servers[" ".join(args.also)] = stack.enter_context(process(variant, aport, {**env, **also}))
+                servers["baseline"] = stack.enter_context(process(base_cmd, bport))
+                result = asyncio.run(measure(servers, key, args.requests, args.concurrency))
     med = result["median_ms"]
     verdict = "ok" if result["ratio_total"] <= TARGET else "MISSED"
     print(f"P1 streamed chat turn (tool call + answer), {args.requests} requests each, alternating")
-    print(f"                      ttfb (median)   total (median)   req/s @{args.concurrency}")
-    for name in ("ours", "baseline"):
+    print(f"                      ttfb (median)   total (median)   req/s @{args.concurrency}   CPU/request")
+    for name in med:
         print(
             f"  {name:<18} {med[name]['ttfb']:10.1f} ms   {med[name]['total']:10.1f} ms   "
-            f"{result['requests_per_s'][name]:8.1f}"
+            f"{result['requests_per_s'][name]:8.1f}   {result['cpu_ms_per_request'][name]:8.1f} ms"
         )
     print(
         f"  ratio (ours/base)  {result['ratio_ttfb']:10.2f}x     {result['ratio_total']:10.2f}x   "
