@@ -117,6 +117,12 @@ def test_is_inside_follows_symlinks(tmp_path: Path) -> None:
     # the root itself may be reached through a symlink
     (tmp_path / "root-link").symlink_to(root, target_is_directory=True)
     assert is_inside(tmp_path / "root-link", root / "a")
+    # a link deep below the root, or one that stays inside, is still resolved
+    (root / "a" / "b").mkdir(parents=True)
+    (root / "a" / "b" / "out").symlink_to(outside, target_is_directory=True)
+    assert not is_inside(root, root / "a" / "b" / "out" / "x.json")
+    (root / "a" / "in").symlink_to(root / "a" / "b", target_is_directory=True)
+    assert is_inside(root, root / "a" / "in" / "x.json")
 
 
 def test_symlink_loops_are_not_inside_and_cannot_be_joined(tmp_path: Path) -> None:
