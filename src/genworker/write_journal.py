@@ -19,6 +19,7 @@ a newer write by another process is kept.
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import logging
@@ -27,6 +28,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -52,6 +54,10 @@ class DurableFiles(Protocol):
 
     def remove(self, path: Path) -> bool: ...
 
+    def together(self) -> AbstractContextManager[None]:
+        """Operations in this block (this thread) are durable when it ends, sharing one wait."""
+        ...
+
 
 class DirectFiles:
     """Every operation fsyncs its own file and folders."""
@@ -67,6 +73,9 @@ class DirectFiles:
 
     def remove(self, path: Path) -> bool:
         return remove_file(path)
+
+    def together(self) -> AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
 
 DIRECT = DirectFiles()
@@ -105,6 +114,7 @@ class JournaledFiles:
         self._lock_fd = os.open(self.folder / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._cond = threading.Condition()
+        self._local = threading.local()  # .waits: (segment, line) a together() block still owes
         self._numbers = iter(range(1, 1 << 62))
         self._segment = self._open_segment()
         self._stop = threading.Event()
@@ -147,6 +157,20 @@ class JournaledFiles:
             return False
         self._commit({"op": "remove", "path": self._rel(path), "ts": time.time_ns()}, None, path)
         return True
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        if getattr(self._local, "waits", None) is not None:  # nested: the outer block waits
+            yield
+            return
+        self._local.waits = []
+        try:
+            yield
+        finally:
+            waits, self._local.waits = self._local.waits, None
+            with self._cond:  # also when the block raised: what it did is durable as it returns
+                for segment, line in waits:
+                    self._sync_until(segment, line)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -198,7 +222,11 @@ class JournaledFiles:
                 segment.folders.add(file.parent)
             if other is not None:
                 segment.folders.add(other.parent)
-            self._sync_until(segment, mine)
+            waits = getattr(self._local, "waits", None)
+            if waits is not None:
+                waits.append((segment, mine))
+            else:
+                self._sync_until(segment, mine)
 
     def _sync_until(self, segment: _Segment, target: int) -> None:
         """Group commit (called holding `_cond`): one writer fdatasyncs for everyone waiting."""

@@ -194,3 +194,22 @@ def test_a_torn_last_line_is_skipped(tmp_path: Path) -> None:
     assert recover_journals(tmp_path, boot_id="new-boot") == 1
     assert not (tmp_path / "torn.json").exists()
     assert (tmp_path / "kept.json").read_bytes() == b"journaled"
+
+
+def test_writes_together_share_one_wait_even_when_the_block_raises(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = SyncCounter(monkeypatch)
+    with files.together():
+        files.create_exclusive(tmp_path / "manifest.json", b"m")
+        with files.together():  # nested: the outer block waits
+            files.write_atomic(tmp_path / "run.json", b"r")
+        files.move_file(tmp_path / "manifest.json", tmp_path / "done" / "manifest.json")
+        assert counter.fdatasync == []  # nothing waited yet
+    assert len(counter.fdatasync) == 1
+    with pytest.raises(RuntimeError), files.together():
+        files.write_atomic(tmp_path / "run.json", b"r2")
+        raise RuntimeError("the change failed after the write")
+    assert len(counter.fdatasync) == 2  # what it wrote is durable all the same
+    files.write_atomic(tmp_path / "alone.json", b"a")  # outside a block: its own wait again
+    assert len(counter.fdatasync) == 3 and counter.fsync == []

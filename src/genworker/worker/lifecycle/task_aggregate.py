@@ -226,12 +226,13 @@ class TaskLifecycle:
         if start:
             run = _advance(run, RunState.RUNNING, now)
         self._check_new(manifest)
-        self._store.create_manifest(manifest)
-        try:
-            self._store.create_run(run)
-        except BaseException:
-            self._store.discard_manifest(manifest)
-            raise
+        with self._store.files.together():  # one durable wait for both files
+            self._store.create_manifest(manifest)
+            try:
+                self._store.create_run(run)
+            except BaseException:
+                self._store.discard_manifest(manifest)
+                raise
         for entry in run.history:
             record_run_state(entry.target.value)
         return run
@@ -241,7 +242,7 @@ class TaskLifecycle:
     def _write(self, ref: RunRef, change: Change) -> tuple[RunRecord, bool]:
         """Apply `change` under the run's lock; None from it means nothing to write. The manifest of
         an ended run is moved to tasks/done/ (again, if a crash interrupted the first move)."""
-        with self._store.run_lock(ref):
+        with self._store.run_lock(ref), self._store.files.together():
             run = self._store.read_run(ref)
             before = run.state
             new = change(run, self._now())
