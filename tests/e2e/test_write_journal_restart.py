@@ -14,7 +14,7 @@ import httpx2 as httpx
 import pytest
 
 from genworker.auth import ApiKeyStore
-from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing import ScriptedModelServer
 from genworker.testing.live_server import serve
 from genworker.write_journal import JOURNAL_DIR
 

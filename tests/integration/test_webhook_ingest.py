@@ -65,6 +65,8 @@ def api(tmp_path: Path) -> Iterator[Api]:
     write_worker(root, [HOOK], worker_id="w")
     write_worker(root, [{"source_type": "webhook", "sensor_id": "unsigned"}], worker_id="keyonly")
     write_worker(root, [{"source_type": "git", "filter": {"repo": "r"}}], worker_id="nohook")
+    two = [{"source_type": "webhook", "sensor_id": name} for name in ("alerts", "deploys")]
+    write_worker(root, two, worker_id="two")
     write_worker(root, [{**HOOK, "filter": {"secret_env": "WEBHOOK_SECRET_UNSET"}}], tenant_id="globex", worker_id="g")
     (tmp_path / "configs").mkdir()
     environ = {"GENWORKER_HOT_RELOAD": "false", "WEBHOOK_SECRET_W": SECRET}
@@ -136,6 +138,16 @@ def test_bad_requests(api: Api) -> None:
     assert api.writer.items == []
 
 
+def test_the_sensor_query_picks_one_of_several_webhook_sensors(api: Api) -> None:
+    assert "alerts, deploys" in error(api.post("two", {"x": 1}, key=api.key), 400, "sensor_required")
+    for path in ("two?sensor=deploys", "acme/two?sensor=deploys"):
+        answer = api.post(path, {"x": 1}, key=api.key)
+        assert answer.status_code == 202, answer.text
+        assert (answer.json()["worker_id"], answer.json()["sensor"]) == ("two", "deploys")
+    assert "'nope'" in error(api.post("two?sensor=nope", {"x": 1}, key=api.key), 404, "no_webhook_sensor")
+    assert [i.source_id for i in api.writer.items] == ["deploys", "deploys"]
+
+
 def test_a_signed_request_is_accepted_and_a_replay_is_dropped(api: Api) -> None:
     raw = json.dumps({"event": "build.passed"}).encode()
     now = int(time.time())
@@ -205,8 +217,17 @@ def test_openapi_documents_both_forms(api: Api) -> None:
     for path in ("/api/v1/webhook/ingest/{worker_id}", "/api/v1/webhook/ingest/{tenant_id}/{worker_id}"):
         operation = paths[path]["post"]
         assert "example" in operation["requestBody"]["content"]["application/json"]
+        assert operation["responses"]["202"]["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/IngestResponse"
+        }
+    keyed = paths["/api/v1/webhook/ingest/{worker_id}"]["post"]
+    assert {(p["name"], p["in"], p["required"]) for p in keyed["parameters"]} == {
+        ("worker_id", "path", True),
+        ("sensor", "query", False),
+        ("Idempotency-Key", "header", False),
+    }
     signed = paths["/api/v1/webhook/ingest/{tenant_id}/{worker_id}"]["post"]
-    assert "X-Genworker-Signature" in {p["name"] for p in signed["parameters"]}
+    assert {"tenant_id", "worker_id", "sensor", "X-Genworker-Signature"} <= {p["name"] for p in signed["parameters"]}
 
 
 def test_200_concurrent_posts_land_as_200_items_and_a_revoked_key_is_refused_next(tmp_path: Path) -> None:

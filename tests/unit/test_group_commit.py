@@ -72,3 +72,22 @@ async def test_a_cancelled_caller_is_left_out_and_a_failure_reaches_its_caller()
         await bad
     assert gone.cancelled()
     assert commit.batches == [[1], [-3]]
+
+
+async def test_an_idle_drain_thread_serves_the_next_request_then_ends() -> None:
+    threads: list[threading.Thread] = []
+
+    def commit(batch: list[Request[int, int]]) -> list[Request[int, int]]:
+        threads.append(threading.current_thread())
+        for request in batch:
+            request.future.set_result(request.value)
+        return []
+
+    group: GroupCommit[int, int] = GroupCommit(commit, name="test-linger", linger_s=5)
+    assert await group.submit(1) == 1
+    assert await group.submit(2) == 2  # well within the linger: no new thread
+    assert threads[0] is threads[1]
+    await asyncio.to_thread(threads[0].join, 30)
+    assert not threads[0].is_alive()
+    assert await group.submit(3) == 3  # a new thread once the idle one has ended
+    assert threads[2] is not threads[0]

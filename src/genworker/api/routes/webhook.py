@@ -8,20 +8,27 @@ An anonymous caller learns nothing: for a signed request, an unknown worker, a w
 webhook sensor, a sensor without a secret and a wrong signature are all the same 401 "signature does
 not match" (the log says which); only a missing header or a stale timestamp, checked first, is
 named. The answer, 202 with the item ids, comes only once every fact is durably in the inbox.
+
+Both routes take the bare `Request` and answer a ready `JSONResponse`, and `_RawRoute` calls them
+directly: no dependency solving and no response model on this hot path (the body is parsed once, by
+`body_facts`). The parameters, the body and the `IngestResponse` schema are documented in OpenAPI as
+if they were declared.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Annotated, Any
+from collections.abc import Callable, Coroutine
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
-from genworker.auth import Principal
 from genworker.autonomy.inbox import InboxWriter
 from genworker.autonomy.sensing.base import utc_now
 from genworker.autonomy.sensing.errors import SensorConfigError
@@ -49,9 +56,30 @@ __all__ = ["IngestResponse", "IngestedItem", "router"]
 
 log = logging.getLogger("genworker.api.webhook")
 
-router = APIRouter(prefix="/api/v1/webhook", tags=["webhook"])
+
+class _RawRoute(APIRoute):
+    """A route whose endpoint takes the `Request` alone and returns a `Response`: it is called as it is,
+    without FastAPI's per-request dependency solving and response serialisation."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        endpoint: Callable[[Request], Coroutine[Any, Any, Response]] = self.endpoint
+        return endpoint
+
+
+router = APIRouter(prefix="/api/v1/webhook", tags=["webhook"], route_class=_RawRoute)
 
 MIN_SECRET_CHARS = 16
+
+
+def _param(name: str, where: str, schema: dict[str, Any], *, required: bool) -> dict[str, Any]:
+    return {"name": name, "in": where, "required": required, "schema": schema}
+
+
+_PATH_WORKER = _param("worker_id", "path", {"type": "string", "title": "Worker Id"}, required=True)
+_PATH_TENANT = _param("tenant_id", "path", {"type": "string", "title": "Tenant Id"}, required=True)
+_QUERY_SENSOR = _param(
+    "sensor", "query", {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Sensor"}, required=False
+)
 
 _BODY_DOC: dict[str, Any] = {
     "requestBody": {
@@ -68,9 +96,7 @@ _BODY_DOC: dict[str, Any] = {
             }
         },
     },
-    "parameters": [
-        {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"}},
-    ],
+    "parameters": [_param("Idempotency-Key", "header", {"type": "string"}, required=False)],
 }
 
 
@@ -91,29 +117,37 @@ class IngestResponse(BaseModel):
     items: list[IngestedItem]
 
 
+_KEYED_DOC: dict[str, Any] = {
+    **_BODY_DOC,
+    "parameters": [_PATH_WORKER, _QUERY_SENSOR, *_BODY_DOC["parameters"]],
+}
+
 _SIGNED_DOC: dict[str, Any] = {
     **_BODY_DOC,
     "parameters": [
+        _PATH_TENANT,
+        _PATH_WORKER,
+        _QUERY_SENSOR,
         *_BODY_DOC["parameters"],
-        {"name": SIGNATURE_HEADER, "in": "header", "required": False, "schema": {"type": "string"}},
-        {"name": TIMESTAMP_HEADER, "in": "header", "required": False, "schema": {"type": "string"}},
+        _param(SIGNATURE_HEADER, "header", {"type": "string"}, required=False),
+        _param(TIMESTAMP_HEADER, "header", {"type": "string"}, required=False),
     ],
 }
 
 
-@router.post("/ingest/{worker_id}", status_code=202, openapi_extra=_BODY_DOC)
-async def ingest_with_key(
-    worker_id: str,
-    request: Request,
-    principal: Annotated[Principal, Depends(require_principal)],
-    sensor: str | None = None,
-) -> IngestResponse:
-    tenant_id, worker_id = principal_worker(principal, worker_id)
-    return await _keyed(request, tenant_id, worker_id, sensor)
+@router.post("/ingest/{worker_id}", status_code=202, response_model=IngestResponse, openapi_extra=_KEYED_DOC)
+async def ingest_with_key(request: Request) -> JSONResponse:
+    principal = await require_principal(request)
+    tenant_id, worker_id = principal_worker(principal, request.path_params["worker_id"])
+    return await _keyed(request, tenant_id, worker_id, request.query_params.get("sensor"))
 
 
-@router.post("/ingest/{tenant_id}/{worker_id}", status_code=202, openapi_extra=_SIGNED_DOC)
-async def ingest_signed(tenant_id: str, worker_id: str, request: Request, sensor: str | None = None) -> IngestResponse:
+@router.post(
+    "/ingest/{tenant_id}/{worker_id}", status_code=202, response_model=IngestResponse, openapi_extra=_SIGNED_DOC
+)
+async def ingest_signed(request: Request) -> JSONResponse:
+    tenant_id, worker_id = request.path_params["tenant_id"], request.path_params["worker_id"]
+    sensor = request.query_params.get("sensor")
     if request.headers.get("authorization"):
         principal = await require_principal(request)
         tenant, worker = principal_worker(principal, f"{tenant_id}/{worker_id}")
@@ -132,7 +166,7 @@ async def ingest_signed(tenant_id: str, worker_id: str, request: Request, sensor
     return await _write(runtime, tenant_id, worker_id, config, body, request, digest)
 
 
-async def _keyed(request: Request, tenant_id: str, worker_id: str, sensor: str | None) -> IngestResponse:
+async def _keyed(request: Request, tenant_id: str, worker_id: str, sensor: str | None) -> JSONResponse:
     runtime = get_runtime(request)
     worker = runtime.registry.worker(tenant_id, worker_id)
     if worker is None:
@@ -194,7 +228,7 @@ async def _write(
     body: bytes,
     request: Request,
     digest: str | None,
-) -> IngestResponse:
+) -> JSONResponse:
     try:
         facts = body_facts(body, request.headers.get("idempotency-key"), digest)
     except WebhookError as exc:
@@ -212,15 +246,16 @@ async def _write(
             503, "inbox_unavailable", "the inbox did not take the facts; retry with the same Idempotency-Key"
         ) from None
     items = [_item(e) for e in emissions]
-    accepted = sum(1 for i in items if not i.duplicate)
-    return IngestResponse(
-        tenant_id=tenant_id,
-        worker_id=worker_id,
-        sensor=config.key,
-        accepted=accepted,
-        duplicates=len(items) - accepted,
-        items=items,
-    )
+    accepted = sum(1 for i in items if not i["duplicate"])
+    answer = {  # an IngestResponse
+        "tenant_id": tenant_id,
+        "worker_id": worker_id,
+        "sensor": config.key,
+        "accepted": accepted,
+        "duplicates": len(items) - accepted,
+        "items": items,
+    }
+    return JSONResponse(answer, status_code=202)
 
 
 def _writer(runtime: Runtime) -> InboxWriter:
@@ -230,14 +265,15 @@ def _writer(runtime: Runtime) -> InboxWriter:
     return writer
 
 
-def _item(emission: Emission) -> IngestedItem:
+def _item(emission: Emission) -> dict[str, Any]:
+    """An IngestedItem."""
     item = emission.item
     assert item is not None  # webhook filters drop nothing
     proposal = emission.proposal.item_id if emission.proposal is not None and emission.proposal_written else None
-    return IngestedItem(
-        item_id=item.item_id if emission.written else None,
-        dedupe_key=item.dedupe_key,
-        route=item.route,
-        duplicate=not emission.written,
-        goal_proposal_id=proposal,
-    )
+    return {
+        "item_id": item.item_id if emission.written else None,
+        "dedupe_key": item.dedupe_key,
+        "route": item.route,
+        "duplicate": not emission.written,
+        "goal_proposal_id": proposal,
+    }

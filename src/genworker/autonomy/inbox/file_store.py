@@ -146,6 +146,7 @@ class FileInboxStore:
         self._views: dict[Path, _PendingView] = {}  # read and changed only under the exclusive lock
         self._writers: dict[tuple[str, str], GroupCommit[InboxItem, bool]] = {}
         self._writers_lock = threading.Lock()
+        self._write_dirs: dict[tuple[str, str], Path] = {}  # only the worker's own drain thread adds its key
         self._journaled: dict[Path, _Journaled] = {}  # read and changed only under the exclusive lock
         self._settler = Settler(self._settled)
 
@@ -222,7 +223,7 @@ class FileInboxStore:
         then is each write answered True. An item that fails to encode fails alone. A request repeating
         an earlier one of the batch waits for the next batch, to see how that one ends."""
         first = batch[0].value
-        folder = self.inbox_dir(first.tenant_id, first.worker_id)
+        folder = self._write_dir(first.tenant_id, first.worker_id)
         with _locked(folder, exclusive=True):
             journaled = self._journal_of(folder)
             fresh, later = _fresh(folder, batch, journaled)
@@ -253,6 +254,14 @@ class FileInboxStore:
             request.future.set_result(True)
         self._settler.appended(folder, len(kept))
         return later
+
+    def _write_dir(self, tenant_id: str, worker_id: str) -> Path:
+        """`inbox_dir`, resolved once per worker for its group commit (a batch needs no path walk)."""
+        key = (tenant_id, worker_id)
+        folder = self._write_dirs.get(key)
+        if folder is None:
+            folder = self._write_dirs[key] = self.inbox_dir(tenant_id, worker_id)
+        return folder
 
     def _journal_of(self, folder: Path) -> _Journaled:
         """This process's view of the worker's journal; a journal it did not write (another process's, or
@@ -649,10 +658,15 @@ def _bump_generation(folder: Path) -> None:
 
 @contextlib.contextmanager
 def _locked(folder: Path, *, exclusive: bool) -> Iterator[None]:
-    """flock on the inbox's .lock file, shared with every process using the same workspace."""
-    if exclusive:
+    """flock on the inbox's .lock file, shared with every process using the same workspace; an exclusive
+    lock creates the folder when it is missing."""
+    try:
+        fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except FileNotFoundError:
+        if not exclusive:
+            raise
         folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield

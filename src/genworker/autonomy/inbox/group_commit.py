@@ -3,7 +3,8 @@
 Callers await `submit`. A thread drains the queue: it takes everything queued so far, hands the batch
 to `commit` (which records each request's outcome on its `future`), wakes each waiting event loop once
 for the whole batch, and repeats until the queue is empty. While it commits, new requests queue up for
-the next batch, so the batch grows with the load and a lone request waits for nothing.
+the next batch, so the batch grows with the load and a lone request waits for nothing. An idle thread
+lingers for `linger_s` before it ends, so a steady stream of requests does not start a thread per batch.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
-__all__ = ["GroupCommit", "Request"]
+__all__ = ["LINGER_S", "GroupCommit", "Request"]
+
+LINGER_S: Final = 0.05
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -34,24 +37,32 @@ class GroupCommit(Generic[T, R]):
     one in the same batch ends). Requests whose caller was cancelled before the batch was taken are
     left out. Whatever `commit` raises fails the requests it left unresolved."""
 
-    def __init__(self, commit: Callable[[list[Request[T, R]]], list[Request[T, R]]], *, name: str) -> None:
+    def __init__(
+        self,
+        commit: Callable[[list[Request[T, R]]], list[Request[T, R]]],
+        *,
+        name: str,
+        linger_s: float = LINGER_S,
+    ) -> None:
         self._commit = commit
         self._name = name
-        self._lock = threading.Lock()
+        self._linger_s = linger_s
+        self._cond = threading.Condition(threading.Lock())
         self._queue: list[Request[T, R]] = []
         self._draining = False
 
     async def submit(self, value: T) -> R:
         request: Request[T, R] = Request(value, asyncio.get_running_loop().create_future())
-        with self._lock:
+        with self._cond:
             self._queue.append(request)
             start = not self._draining
             self._draining = True
+            self._cond.notify()
         if start:
             try:
                 threading.Thread(target=self._drain, name=self._name).start()
             except BaseException as exc:
-                with self._lock:
+                with self._cond:
                     self._draining = False
                     stranded, self._queue = self._queue, []
                 _fail(stranded, exc)
@@ -61,7 +72,9 @@ class GroupCommit(Generic[T, R]):
     def _drain(self) -> None:
         deferred: list[Request[T, R]] = []
         while True:
-            with self._lock:
+            with self._cond:
+                if not self._queue and not deferred:
+                    self._cond.wait(self._linger_s)
                 taken, self._queue = self._queue, []
                 if not taken and not deferred:
                     self._draining = False

@@ -40,8 +40,11 @@ class Settler:
         with self._cond:
             _, count = self._due.get(folder, (0.0, 0))
             self._due[folder] = (time.monotonic(), count + lines)
-            self._cond.notify()
             if self._running:
+                # a write only moves the folder's deadline later: the thread, waking at the old one, waits
+                # again; it needs waking only for a folder that is due now
+                if count + lines >= self._max_lines:
+                    self._cond.notify()
                 return
             self._running = True
         threading.Thread(target=self._run, name="inbox-settle").start()
