@@ -341,3 +341,40 @@ async def test_a_sensed_fact_with_a_match_key_wakes_its_plans(tmp_path: Path) ->
 
 def _waiting_metric(event: str) -> float:
     return REGISTRY.get_sample_value("genworker_waiting_plans_total", {"event": event}) or 0.0
+
+
+async def test_ended_plans_past_retention_are_forgotten_and_nothing_else(
+    make_store: Callable[[], WaitingStore],
+) -> None:
+    store = make_store()
+    for plan_id in ("done_old", "cancelled_old", "closed_new", "running_old", "waiting_old"):
+        await store.add(plan(plan_id))
+    day = timedelta(days=1)
+    await store.transition("acme", "w", "done_old", "waiting", "gated", now=T0)
+    await store.transition("acme", "w", "done_old", "gated", "done", now=T0 + day)
+    await store.transition("acme", "w", "cancelled_old", "waiting", "cancelled", now=T0 + day)
+    await store.transition("acme", "w", "closed_new", "waiting", "closed", now=T0 + 40 * day)
+    await store.transition("acme", "w", "running_old", "waiting", "gated", now=T0)
+    await store.transition("acme", "w", "running_old", "gated", "running", now=T0)
+    await store.add(plan("other_worker_old", worker="v"))
+    await store.transition("acme", "v", "other_worker_old", "waiting", "cancelled", now=T0)
+
+    assert await store.forget_ended("acme", "w", T0 + 31 * day) == 2
+    assert sorted(p.plan_id for p in await store.list("acme", "w")) == ["closed_new", "running_old", "waiting_old"]
+    assert [p.plan_id for p in await store.list("acme", "v")] == ["other_worker_old"]  # another worker's
+    assert await store.forget_ended("acme", "w", T0 + 31 * day) == 0
+    # a forgotten plan's key no longer wakes anything, the others still do
+    assert sorted(p.plan_id for p in await store.waiters("acme", "github:issue:42:updated")) == ["waiting_old"]
+
+
+async def test_recovery_deletes_ended_plans_older_than_the_retention(make_store: Callable[[], WaitingStore]) -> None:
+    store = make_store()
+    await store.add(plan("long_done"))
+    await store.transition("acme", "w", "long_done", "waiting", "closed", now=T0)
+    await store.add(plan("just_closed"))
+    await store.transition("acme", "w", "just_closed", "waiting", "closed", now=T0 + timedelta(days=29))
+    later = T0 + timedelta(days=31)
+    service = WaitingService(make_store(), Recorder().resume, clock=lambda: later, retention_s=30 * 86_400)
+    assert await service.recover([("acme", "w")], alive=lambda owner: False) == []
+    assert [p.plan_id for p in await store.list("acme", "w")] == ["just_closed"]
+    await service.stop()

@@ -540,6 +540,7 @@ async def build_autonomy(runtime: Runtime) -> None:
         inbox=runtime.inbox,  # a sensed fact whose payload has a match_key wakes its plans
         policy_of=policy_of,
         scan_interval_s=scan_interval(runtime.settings),
+        retention_s=runtime.settings.number("GENWORKER_WAITING_RETENTION_DAYS", 30, 1, 3650) * 86_400,
     )
     runtime.tools.waits.park = partial(park_run, runtime.waiting, runtime.router)  # the wait_for_event tool
     build_lifecycle(runtime)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from genworker.autonomy.waiting.models import (
+    ENDED_STATES,
     WaitingPlan,
     WaitingPlanNotFound,
     WaitingTransitionError,
@@ -105,6 +106,9 @@ class FileWaitingStore:
 
     async def list(self, tenant_id: str, worker_id: str, state: WaitState | None = None) -> list[WaitingPlan]:
         return await asyncio.to_thread(self._list, tenant_id, worker_id, state)
+
+    async def forget_ended(self, tenant_id: str, worker_id: str, before: datetime) -> int:
+        return await asyncio.to_thread(self._forget_ended, tenant_id, worker_id, before)
 
     async def aclose(self) -> None:
         return None
@@ -225,6 +229,21 @@ class FileWaitingStore:
         plans = [self._read(folder / name) for name in sorted(_names(folder)) if name.endswith(".json")]
         found = [p for p in plans if p is not None and (state is None or p.state == state)]
         return sorted(found, key=lambda p: (p.created_at, p.plan_id))
+
+    def _forget_ended(self, tenant_id: str, worker_id: str, before: datetime) -> int:
+        folder = self._plan_path(tenant_id, worker_id, "x").parent
+        forgotten = 0
+        with file_lock(self._index(tenant_id) / ".lock"):  # no transition in between
+            for name in sorted(_names(folder)):
+                if not name.endswith(".json"):
+                    continue
+                plan = self._read(folder / name)
+                if plan is not None and plan.state in ENDED_STATES and (plan.updated_at or plan.created_at) < before:
+                    (folder / name).unlink(missing_ok=True)
+                    forgotten += 1
+            if forgotten:
+                fsync_dir(folder)
+        return forgotten
 
     def _entries(self, folder: Path) -> Iterator[tuple[str, str]]:
         for name in sorted(_names(folder)):

@@ -33,6 +33,7 @@ __all__ = [
 SCHEMA_VERSION: Final = 1
 WaitState = Literal["waiting", "gated", "running", "done", "closed", "cancelled"]
 STATES: Final = frozenset(get_args(WaitState))
+ENDED_STATES: Final = frozenset({"done", "cancelled", "closed"})  # nothing moves a plan out of these
 GatedBy = Literal["event", "timeout", "manual"]
 _MATCH_KEY = re.compile(r"^[A-Za-z0-9_.\-/#@]+(:[A-Za-z0-9_.\-/#@]+)+$")
 

@@ -20,6 +20,7 @@ from typing import Any, Final, cast
 from redis.asyncio import Redis
 
 from genworker.autonomy.waiting.models import (
+    ENDED_STATES,
     WaitingPlan,
     WaitingPlanNotFound,
     WaitingTransitionError,
@@ -113,6 +114,14 @@ end
 return {2, ''}
 """
 
+# KEYS: plan, worker set. ARGV: the document as it was read. Deletes it only if unchanged since.
+_FORGET: Final = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], KEYS[1])
+return 1
+"""
+
 
 def _doc(plan: WaitingPlan) -> str:
     return json.dumps(plan_to_json(plan), ensure_ascii=False, separators=(",", ":"))
@@ -126,6 +135,7 @@ class RedisWaitingStore:
         self._resume = self._redis.register_script(_RESUME)
         self._expire = self._redis.register_script(_EXPIRE)
         self._transition = self._redis.register_script(_TRANSITION)
+        self._forget = self._redis.register_script(_FORGET)
 
     def _plan_key(self, tenant_id: str, worker_id: str, plan_id: str) -> str:
         ids = (
@@ -211,6 +221,19 @@ class RedisWaitingStore:
         docs = await self._redis.mget(keys) if keys else []
         plans = [self._decode(raw, key) for key, raw in zip(keys, docs, strict=True) if raw is not None]
         return [p for p in plans if state is None or p.state == state]
+
+    async def forget_ended(self, tenant_id: str, worker_id: str, before: datetime) -> int:
+        worker_set = self._worker_set(tenant_id, worker_id)
+        keys = [k.decode() for k in cast(list[bytes], await self._redis.zrange(worker_set, 0, -1))]
+        docs = await self._redis.mget(keys) if keys else []
+        forgotten = 0
+        for key, raw in zip(keys, docs, strict=True):
+            if raw is None:
+                continue
+            plan = self._decode(raw, key)
+            if plan.state in ENDED_STATES and (plan.updated_at or plan.created_at) < before:
+                forgotten += int(await self._forget(keys=[key, worker_set], args=[raw]))
+        return forgotten
 
     async def aclose(self) -> None:
         await self._redis.aclose()

@@ -82,6 +82,7 @@ class WaitingService:
         policy_of: Callable[[str, str], Policy] | None = None,
         inbox: InboxStore | None = None,
         scan_interval_s: float = 60.0,
+        retention_s: float = 30 * 86_400.0,
         stop_grace_s: float = 30.0,
         clock: Callable[[], datetime] = _utc_now,
         owner: str | None = None,
@@ -92,6 +93,7 @@ class WaitingService:
         self.on_timeout = on_timeout
         self.on_end = on_end
         self.scan_interval_s = scan_interval_s
+        self.retention_s = retention_s  # ended plans older than this are deleted at start-up
         self.stop_grace_s = stop_grace_s
         self._bus = bus
         self._inbox = inbox
@@ -248,13 +250,18 @@ class WaitingService:
     # -- restarts ---------------------------------------------------------------------------------
 
     async def recover(self, workers: Iterable[tuple[str, str]], alive: Alive) -> list[WaitingPlan]:
-        """At start-up, for the plans of `workers` ((tenant, worker) pairs): restart the resume of
-        RUNNING plans left by a stopped instance, and end the parked runs of CANCELLED / CLOSED
-        plans again (a crash may have come between the two steps). Returns the restarted plans."""
+        """At start-up, for the plans of `workers` ((tenant, worker) pairs): delete ended plans older
+        than `retention_s`, restart the resume of RUNNING plans left by a stopped instance, and end
+        the parked runs of CANCELLED / CLOSED plans again (a crash may have come between the two
+        steps). Returns the restarted plans."""
         restarted: list[WaitingPlan] = []
         lives: dict[str, bool] = {}
+        horizon = self._clock() - timedelta(seconds=self.retention_s)
         for tenant_id, worker_id in workers:
             try:
+                forgotten = await self.store.forget_ended(tenant_id, worker_id, horizon)
+                if forgotten:
+                    log.info("[Waiting] %s/%s: deleted %d ended plans past retention", tenant_id, worker_id, forgotten)
                 plans = await self.store.list(tenant_id, worker_id)
             except WaitingError:  # one unreadable plan file: the worker's other plans wait for a fix
                 log.exception("[Waiting] recovery skipped the plans of %s/%s", tenant_id, worker_id)

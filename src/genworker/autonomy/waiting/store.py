@@ -38,4 +38,8 @@ class WaitingStore(Protocol):
 
     async def list(self, tenant_id: str, worker_id: str, state: WaitState | None = None) -> list[WaitingPlan]: ...
 
+    async def forget_ended(self, tenant_id: str, worker_id: str, before: datetime) -> int:
+        """Delete the worker's ended plans (done, cancelled, closed) last changed before `before`;
+        returns how many. A plan that changed meanwhile is kept."""
+
     async def aclose(self) -> None: ...
