@@ -238,6 +238,7 @@ async def test_decided_records_leave_the_open_folder_and_a_crash_mid_move_is_fin
     await w.undo.undo("acme", "w", uid, by="dana")
     await w.undo.close()
     assert [p.name for p in folder.glob("undo_*.json")] == [] and (folder / "decided" / f"{uid}.json").is_file()
+    assert list(folder.glob("*.lock")) == []  # no lock file is left per decided call
     assert [(r.undo_id, r.state) for r in await w.undo.records("acme", "w")] == [(uid, "undone")]
     (folder / f"{uid}.json").write_bytes(open_copy)  # a crash between writing the decided copy and the unlink
     restarted = w.window(clock=lambda: LATER, max_late_s=10 * 365 * 86400.0)

@@ -19,8 +19,8 @@ time). A pending action whose timer died with its process is found by `recover()
 if its deadline passed less than `max_late_s` ago, `expired` if longer, given a new timer if not
 yet due. An `executing` record whose executor is gone may or may not have taken effect: it
 becomes `outcome_unknown` and is never retried. A decided record moves to `decided/` (written
-there first, then the open file removed; a copy in `decided/` wins), so recovery, which runs on
-every lease sweep, reads only the open ones however long the history grows.
+there first, then the open file and its lock file removed; a copy in `decided/` wins), so recovery,
+which runs on every lease sweep, reads only the open ones however long the history grows.
 """
 
 from __future__ import annotations
@@ -320,6 +320,9 @@ class UndoWindow:
             return
         write_atomic(_decided(path), data, mode=0o644)  # first the decided copy, then the open file goes
         path.unlink(missing_ok=True)
+        # Its lock file too (the caller holds that lock): a decided record is final, so whoever locks the
+        # old file or a new one after this reads the decided copy and changes nothing.
+        path.with_suffix(".lock").unlink(missing_ok=True)
 
     def _claim(
         self, record: DeferredCall, expected: tuple[DeferredState, ...], state: DeferredState, by: str
@@ -329,6 +332,8 @@ class UndoWindow:
         with file_lock(path.with_suffix(".lock")):
             current = self._read(path)
             if current.state not in expected:
+                if current.state not in _OPEN:  # a late claimer (say, the window's timer) made it again
+                    path.with_suffix(".lock").unlink(missing_ok=True)
                 return None
             changed = replace(current, state=state, decided_by=by, decided_at=self.clock())
             self._write(changed)
