@@ -378,3 +378,29 @@ async def test_recovery_deletes_ended_plans_older_than_the_retention(make_store:
     assert await service.recover([("acme", "w")], alive=lambda owner: False) == []
     assert [p.plan_id for p in await store.list("acme", "w")] == ["just_closed"]
     await service.stop()
+
+
+async def test_the_lease_sweep_restarts_resumes_of_a_dead_process_only(make_store: Callable[[], WaitingStore]) -> None:
+    """While this process runs, another one dies mid-resume: the sweep restarts that plan once, leaves
+    a live process's resume alone, and does not end cancelled plans again (start-up does that)."""
+    rec, ended = Recorder(), list[str]()
+
+    async def on_end(plan: WaitingPlan, reason: str) -> None:
+        ended.append(plan.plan_id)
+
+    store = make_store()
+    for plan_id, state, owner in (("orphan", "running", "rt_dead"), ("busy", "running", "rt_live"),
+                                  ("given_up", "cancelled", None)):  # fmt: skip
+        await store.add(plan(plan_id))
+        await store.transition("acme", "w", plan_id, "waiting", "gated", now=T0)
+        await store.transition("acme", "w", plan_id, "gated", state, now=T0, resumed_by=owner)
+    service = WaitingService(make_store(), rec.resume, on_end=on_end, clock=lambda: T0, owner="rt_me")
+    alive = lambda owner: owner in ("rt_live", "rt_me")  # noqa: E731
+    restarted = await service.recover([("acme", "w")], alive, at_start=False)
+    await service.wait_runs(restarted)
+    assert [p.plan_id for p in restarted] == ["orphan"] and [p.plan_id for p in rec.resumed] == ["orphan"]
+    assert ended == []
+    states = {p.plan_id: p.state for p in await store.list("acme", "w")}
+    assert states == {"orphan": "done", "busy": "running", "given_up": "cancelled"}
+    assert await service.recover([("acme", "w")], alive, at_start=False) == []  # done: not again
+    await service.stop()

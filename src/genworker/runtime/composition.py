@@ -214,6 +214,9 @@ class Runtime:
                     if orphans:
                         log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
                     await self.tools.undo.recover(alive=leases.alive)  # and its deferred calls
+                    if self.waiting is not None:  # and the WAITING resumes it had started
+                        workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
+                        await self.waiting.recover(workers, leases.alive, at_start=False)
             except Exception:  # Redis or the disk hiccuped: try again next beat
                 log.exception("[Runtime] instance lease renewal failed")
         with contextlib.suppress(Exception):

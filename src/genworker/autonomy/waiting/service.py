@@ -249,18 +249,20 @@ class WaitingService:
 
     # -- restarts ---------------------------------------------------------------------------------
 
-    async def recover(self, workers: Iterable[tuple[str, str]], alive: Alive) -> list[WaitingPlan]:
-        """At start-up, for the plans of `workers` ((tenant, worker) pairs): delete ended plans older
-        than `retention_s`, restart the resume of RUNNING plans left by a stopped instance, and end
-        the parked runs of CANCELLED / CLOSED plans again (a crash may have come between the two
-        steps). Returns the restarted plans."""
+    async def recover(
+        self, workers: Iterable[tuple[str, str]], alive: Alive, *, at_start: bool = True
+    ) -> list[WaitingPlan]:
+        """For the plans of `workers` ((tenant, worker) pairs): restart the resume of RUNNING plans
+        left by a stopped instance. At start-up also delete ended plans older than `retention_s` and
+        end the parked runs of CANCELLED / CLOSED plans again (a crash may have come between the two
+        steps); the lease sweep (`at_start=False`, while this process runs) only restarts. Returns
+        the restarted plans."""
         restarted: list[WaitingPlan] = []
         lives: dict[str, bool] = {}
         horizon = self._clock() - timedelta(seconds=self.retention_s)
         for tenant_id, worker_id in workers:
             try:
-                forgotten = await self.store.forget_ended(tenant_id, worker_id, horizon)
-                if forgotten:
+                if at_start and (forgotten := await self.store.forget_ended(tenant_id, worker_id, horizon)):
                     log.info("[Waiting] %s/%s: deleted %d ended plans past retention", tenant_id, worker_id, forgotten)
                 plans = await self.store.list(tenant_id, worker_id)
             except WaitingError:  # one unreadable plan file: the worker's other plans wait for a fix
@@ -270,7 +272,7 @@ class WaitingService:
                 if plan.state == "running" and not await self._resumer_alive(plan, alive, lives):
                     self._start(plan)  # same plan version: the same continuation key, nothing runs twice
                     restarted.append(plan)
-                elif plan.state in ("cancelled", "closed"):
+                elif at_start and plan.state in ("cancelled", "closed"):
                     await self._end_again(plan)
         if restarted:
             log.warning("[Waiting] restarted the resume of %d plans left running by a stopped process", len(restarted))
