@@ -209,18 +209,25 @@ class Runtime:
             beat += 1
             try:
                 await asyncio.to_thread(leases.renew)
-                if beat % 3 == 0 and self.router is not None:
-                    orphans = await self.router.tasks.recover_orphans(leases.alive)
-                    if orphans:
-                        log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
-                    await self.tools.undo.recover(alive=leases.alive)  # and its deferred calls
-                    if self.waiting is not None:  # and the WAITING resumes it had started
-                        workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
-                        await self.waiting.recover(workers, leases.alive, at_start=False)
+                if beat % 3 == 0:
+                    await self.sweep_stopped_instances(leases)
             except Exception:  # Redis or the disk hiccuped: try again next beat
                 log.exception("[Runtime] instance lease renewal failed")
         with contextlib.suppress(Exception):
             await asyncio.to_thread(leases.release)
+
+    async def sweep_stopped_instances(self, leases: InstanceLeases) -> None:
+        """Take over what processes that stopped renewing their lease left: their runs become
+        `interrupted`, their deferred calls are run or expired, their WAITING resumes restarted."""
+        if self.router is None:
+            return
+        orphans = await self.router.tasks.recover_orphans(leases.alive)
+        if orphans:
+            log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
+        await self.tools.undo.recover(alive=leases.alive)
+        if self.waiting is not None:
+            workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
+            await self.waiting.recover(workers, leases.alive, at_start=False)
 
     def _reloaded(self, outcome: ReloadOutcome) -> None:
         """After a reload, reconnect MCP servers whose configuration changed."""
