@@ -291,3 +291,27 @@ def test_malformed_evidence_fails_the_item_naming_the_field_without_retry(
     assert result.outcome == "failed" and "payload.confidence must be a number between 0 and 1" in (result.error or "")
     assert stored is not None and stored.state == InboxState.DEAD and "payload.confidence" in (stored.last_error or "")
     assert model_server.requests == []
+
+
+def test_a_run_that_ends_before_its_beat_is_recorded_keeps_its_final_state(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's follower records its end before the beat records the run's ref (a blocked run
+    fails in milliseconds): the ref must still say `failed`, not stay `running`."""
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.heartbeat is not None
+        runner = runtime.heartbeat.runner
+        record_after_runs = runner._record
+
+        async def late_record(*args: Any) -> None:
+            await runner.wait_runs()  # every follower has finished and tried to update the meta
+            await record_after_runs(*args)
+
+        monkeypatch.setattr(runner, "_record", late_record)
+        item = new_item(
+            "acme", "alice", "event", "c", "goal.check", {"goal_id": "no-such-goal", "action": "open_ticket"}
+        )
+        (result,) = beat(client, runtime, item).items
+    (ref,) = meta(workspace)["task_refs"]
+    assert (ref["run_id"], ref["run_state"]) == (result.run_id, "failed")
+    assert ref["finished_at"] is not None

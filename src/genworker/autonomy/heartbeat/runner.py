@@ -128,6 +128,8 @@ class HeartbeatRunner:
         self.owner = owner or f"heartbeat-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
         self._runs: dict[str, asyncio.Task[None]] = {}
+        # run id -> (state, finished_at, reported) of a run that ended before its beat recorded its ref
+        self._ended: dict[str, tuple[str, datetime, bool]] = {}
         self._matcher = SkillMatcher()
         self._purged: dict[tuple[str, str], datetime] = {}
 
@@ -374,6 +376,9 @@ class HeartbeatRunner:
             reported = await self._report_back(worker, item, ref, state, output, now)
 
         def change(meta: HeartbeatMeta) -> HeartbeatMeta:
+            if not any(r.run_id == ref.run_id for r in meta.task_refs):  # its beat has not recorded it yet:
+                self._ended[ref.run_id] = (state, now, reported)  # `_record` applies this (same file lock)
+                return meta
             refs = tuple(
                 replace(r, run_state=state, finished_at=now, reported=reported) if r.run_id == ref.run_id else r
                 for r in meta.task_refs
@@ -449,6 +454,12 @@ class HeartbeatRunner:
         )
 
         def change(meta: HeartbeatMeta) -> HeartbeatMeta:
+            ended = {r.run_id: self._ended[r.run_id] for r in refs if r.run_id in self._ended}
+            recorded = tuple(
+                replace(r, run_state=e[0], finished_at=e[1], reported=e[2]) if (e := ended.get(r.run_id)) else r
+                for r in refs
+            )
+            still_open = tuple(c for c in opened if ended.get(c.run_id or "", ("",))[0] != "completed")
             c, cur = meta.counters, meta.cursor
             counters = replace(
                 c,
@@ -465,8 +476,8 @@ class HeartbeatRunner:
                 meta,
                 cursor=cursor,
                 counters=counters,
-                open_concerns=(*meta.open_concerns, *opened),
-                task_refs=(*meta.task_refs, *refs),
+                open_concerns=(*meta.open_concerns, *still_open),
+                task_refs=(*meta.task_refs, *recorded),
                 last_run=last,
             )
 
@@ -474,6 +485,8 @@ class HeartbeatRunner:
             await self.meta.update(report.tenant_id, report.worker_id, now, change)
         except Exception:  # the items are already settled; the meta is a view of them
             log.exception("[Heartbeat] %s/%s: heartbeat meta not updated", report.tenant_id, report.worker_id)
+        for r in refs:
+            self._ended.pop(r.run_id, None)
         worker_key = {"tenant_id": report.tenant_id, "worker_id": report.worker_id}
         await self._publish_raw(TOPIC_COMPLETED, worker_key, {"claimed": report.claimed, "summary": summary})
 
