@@ -116,14 +116,9 @@ class Settings:
 
     def flag(self, key: str, default: bool) -> bool:
         """A true / false setting owned by another component; SettingsError naming the key otherwise."""
-        raw = self.get(key)
-        if raw is None:
+        if self.get(key) is None:
             return default
-        if raw.strip().lower() in _TRUE:
-            return True
-        if raw.strip().lower() in _FALSE:
-            return False
-        raise SettingsError(f"{key}={raw!r}: must be true or false")
+        return _Reader(self.values, self.sources).boolean(key, default)
 
 
 def load_settings(

@@ -288,7 +288,8 @@ def recover_journals(root: Path, *, boot_id: str | None = None) -> int:
             lock_path.unlink(missing_ok=True)
         finally:
             os.close(fd)
-    fsync_dir(folder)
+    if finished:
+        fsync_dir(folder)
     return finished
 
 

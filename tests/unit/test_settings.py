@@ -95,7 +95,7 @@ def test_component_flags_and_numbers_name_the_key_when_wrong(tmp_path: Path) -> 
     settings = load_settings(_configs(tmp_path), env)
     assert settings.flag("GENWORKER_WRITE_JOURNAL", True) is False
     assert settings.flag("UNSET_FLAG", True) is True
-    with pytest.raises(SettingsError, match=r"BAD_FLAG='maybe': must be true or false"):
+    with pytest.raises(SettingsError, match=r"BAD_FLAG='maybe' \(from .*\): must be true or false"):
         settings.flag("BAD_FLAG", True)
     with pytest.raises(SettingsError, match=r"GENWORKER_WRITE_JOURNAL_CHECKPOINT_S='0': must be between 0.01 and 3600"):
         settings.number("GENWORKER_WRITE_JOURNAL_CHECKPOINT_S", 0.5, 0.01, 3600)

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from genworker.autonomy.waiting.models import (
-    ENDED_STATES,
     WaitingPlan,
     WaitingPlanNotFound,
     WaitingTransitionError,
@@ -238,7 +237,7 @@ class FileWaitingStore:
                 if not name.endswith(".json"):
                     continue
                 plan = self._read(folder / name)
-                if plan is not None and plan.state in ENDED_STATES and (plan.updated_at or plan.created_at) < before:
+                if plan is not None and plan.ended_before(before):
                     (folder / name).unlink(missing_ok=True)
                     forgotten += 1
             if forgotten:

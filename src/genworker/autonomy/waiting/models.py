@@ -111,6 +111,10 @@ class WaitingPlan:
     def key(self) -> tuple[str, str, str]:
         return self.tenant_id, self.worker_id, self.plan_id
 
+    def ended_before(self, horizon: datetime) -> bool:
+        """Ended (done, cancelled, closed) and last changed before `horizon`: past its retention."""
+        return self.state in ENDED_STATES and (self.updated_at or self.created_at) < horizon
+
     def moved(self, state: WaitState, now: datetime, **changes: Any) -> WaitingPlan:
         return replace(self, state=state, version=self.version + 1, updated_at=now, **changes)
 

@@ -20,7 +20,6 @@ from typing import Any, Final, cast
 from redis.asyncio import Redis
 
 from genworker.autonomy.waiting.models import (
-    ENDED_STATES,
     WaitingPlan,
     WaitingPlanNotFound,
     WaitingTransitionError,
@@ -231,7 +230,7 @@ class RedisWaitingStore:
             if raw is None:
                 continue
             plan = self._decode(raw, key)
-            if plan.state in ENDED_STATES and (plan.updated_at or plan.created_at) < before:
+            if plan.ended_before(before):
                 forgotten += int(await self._forget(keys=[key, worker_set], args=[raw]))
         return forgotten
 

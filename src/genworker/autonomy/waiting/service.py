@@ -262,9 +262,12 @@ class WaitingService:
         horizon = self._clock() - timedelta(seconds=self.retention_s)
         for tenant_id, worker_id in workers:
             try:
-                if at_start and (forgotten := await self.store.forget_ended(tenant_id, worker_id, horizon)):
-                    log.info("[Waiting] %s/%s: deleted %d ended plans past retention", tenant_id, worker_id, forgotten)
                 plans = await self.store.list(tenant_id, worker_id)
+                expired = [p for p in plans if p.ended_before(horizon)]
+                if at_start and expired:  # the store deletes them (and only what did not change since)
+                    forgotten = await self.store.forget_ended(tenant_id, worker_id, horizon)
+                    log.info("[Waiting] %s/%s: deleted %d ended plans past retention", tenant_id, worker_id, forgotten)
+                    plans = [p for p in plans if p not in expired]
             except WaitingError:  # one unreadable plan file: the worker's other plans wait for a fix
                 log.exception("[Waiting] recovery skipped the plans of %s/%s", tenant_id, worker_id)
                 continue
