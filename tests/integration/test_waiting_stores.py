@@ -134,6 +134,20 @@ async def test_transition_is_compare_and_set_and_rearming_reindexes(make_store: 
     assert [p.plan_id for p in await store.expire_due(T0 + timedelta(hours=6))] == ["again"]
 
 
+async def test_the_match_stores_the_payload_and_the_gater_as_it_gates(make_store: Callable[[], WaitingStore]) -> None:
+    """The payload is on the plan as soon as it is GATED: a crash before its run loses nothing."""
+    store = make_store()
+    await store.add(plan("p"))
+    payload = {"status": "grün", "jobs": [], "meta": {"tags": ["a"], "empty": {}, "n": 12345678901234567, "x": 0.1}}
+    [gated] = await store.resume("acme", "github:issue:42:updated", "ev-1", T0, event=payload, gater="rt_a")
+    stored = await make_store().get("acme", "w", "p")
+    assert stored == gated and (gated.state, gated.event_id, gated.gater) == ("gated", "ev-1", "rt_a")
+    assert thaw(gated.event) == payload
+    await store.add(plan("quiet"))
+    [timed_out] = await store.expire_due(T0 + timedelta(hours=2))
+    assert (timed_out.plan_id, timed_out.event, timed_out.gater) == ("quiet", None, None)
+
+
 async def test_the_file_backend_rejects_unknown_schema_versions(tmp_path: Path) -> None:
     store = FileWaitingStore(tmp_path)
     await store.add(plan("p"))
@@ -287,6 +301,59 @@ async def test_recovery_restarts_only_resumes_whose_process_died_and_ends_ended_
     assert await service.recover([("acme", "w")], alive=lambda owner: owner == "rt_b") == []  # nothing left to do
     await service.stop()
     await crashed.stop()
+
+
+async def test_recovery_starts_plans_a_dead_process_gated_once_with_their_payload(
+    make_store: Callable[[], WaitingStore],
+) -> None:
+    """Process a gated four plans (the store step of an event, of a manual resume) and died before
+    moving them to RUNNING. Two processes start at once: each unattended plan runs once, with the
+    event's payload; a plan held for a person's confirmation, one held after its timeout and one a
+    live process gated stay GATED."""
+    rec = Recorder()
+    store = make_store()
+    payload = {"status": "green", "jobs": []}
+    for plan_id, fields in (("by_event", {}), ("held", {"requires_confirmation": True})):
+        await store.add(plan(plan_id, "ci:build:7:done", **fields))
+    await store.add(plan("live", "ci:build:8:done"))
+    await store.add(plan("by_hand", "ci:build:9:done"))
+    await store.add(plan("timed_out", expires=timedelta(minutes=1), on_timeout="escalate"))
+    await store.resume("acme", "ci:build:7:done", "ev-1", T0, event=payload, gater="rt_a")
+    await store.resume("acme", "ci:build:8:done", "ev-2", T0, event=payload, gater="rt_b")
+    await store.transition("acme", "w", "by_hand", "waiting", "gated", now=T0, gated_by="manual", gater="rt_a")
+    await store.expire_due(T0 + timedelta(hours=2))
+
+    services = [WaitingService(make_store(), rec.resume, clock=lambda: T0, owner=f"rt_{n}") for n in "cd"]
+    alive = lambda owner: owner == "rt_b"  # noqa: E731
+    started = await asyncio.gather(*(s.recover([("acme", "w")], alive) for s in services))
+    for service in services:
+        await service.wait_runs(started[0] + started[1])
+    assert sorted(p.plan_id for batch in started for p in batch) == ["by_event", "by_hand"]
+    assert sorted((p.plan_id, p.gated_by, thaw(p.event)) for p in rec.resumed) == [
+        ("by_event", "event", payload), ("by_hand", "manual", None)
+    ]  # fmt: skip
+    states = {p.plan_id: p.state for p in await store.list("acme", "w")}
+    assert states == {"by_event": "done", "by_hand": "done", "held": "gated", "live": "gated", "timed_out": "gated"}
+    assert await services[0].recover([("acme", "w")], alive) == []
+    for service in services:
+        await service.stop()
+
+
+async def test_the_lease_sweep_starts_plans_gated_by_a_dead_process_not_its_own(
+    make_store: Callable[[], WaitingStore],
+) -> None:
+    rec = Recorder()
+    store = make_store()
+    await store.add(plan("orphan", "ci:build:1:done"))
+    await store.add(plan("mine", "ci:build:2:done"))
+    await store.resume("acme", "ci:build:1:done", "ev-1", T0, event={"n": 1}, gater="rt_dead")
+    await store.resume("acme", "ci:build:2:done", "ev-2", T0, event={"n": 2}, gater="rt_me")  # mid on_event here
+    service = WaitingService(make_store(), rec.resume, clock=lambda: T0, owner="rt_me")
+    started = await service.recover([("acme", "w")], lambda owner: owner == "rt_me", at_start=False)
+    await service.wait_runs(started)
+    assert [(p.plan_id, thaw(p.event)) for p in rec.resumed] == [("orphan", {"n": 1})]
+    assert {p.plan_id: p.state for p in await store.list("acme", "w")} == {"orphan": "done", "mine": "gated"}
+    await service.stop()
 
 
 async def test_a_resumed_plan_names_the_instance_resuming_it(make_store: Callable[[], WaitingStore]) -> None:

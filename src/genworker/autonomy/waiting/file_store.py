@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -92,8 +92,17 @@ class FileWaitingStore:
     async def waiters(self, tenant_id: str, match_key: str) -> list[WaitingPlan]:
         return await asyncio.to_thread(self._waiters, tenant_id, match_key)
 
-    async def resume(self, tenant_id: str, match_key: str, event_id: str, now: datetime) -> list[WaitingPlan]:
-        return await asyncio.to_thread(self.resume_sync, tenant_id, match_key, event_id, now)
+    async def resume(
+        self,
+        tenant_id: str,
+        match_key: str,
+        event_id: str,
+        now: datetime,
+        *,
+        event: Mapping[str, Any] | None = None,
+        gater: str | None = None,
+    ) -> list[WaitingPlan]:
+        return await asyncio.to_thread(self.resume_sync, tenant_id, match_key, event_id, now, event=event, gater=gater)
 
     async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:
         return await asyncio.to_thread(self.expire_due_sync, now, limit)
@@ -126,14 +135,24 @@ class FileWaitingStore:
             self._write(path, plan)
         return plan
 
-    def resume_sync(self, tenant_id: str, match_key: str, event_id: str, now: datetime) -> builtins.list[WaitingPlan]:
+    def resume_sync(
+        self,
+        tenant_id: str,
+        match_key: str,
+        event_id: str,
+        now: datetime,
+        *,
+        event: Mapping[str, Any] | None = None,
+        gater: str | None = None,
+    ) -> builtins.list[WaitingPlan]:
         folder = self._key_dir(tenant_id, match_key)
         woken: list[WaitingPlan] = []
+        changes = {"gated_by": "event", "event_id": event_id, "event": event, "gater": gater}
         with file_lock(self._index(tenant_id) / ".lock"):
             for worker_id, plan_id in self._entries(folder):
                 plan = self._read(self._plan_path(tenant_id, worker_id, plan_id))
                 if plan is not None and plan.state == "waiting":
-                    woken.append(self._gate(plan, now, gated_by="event", event_id=event_id))
+                    woken.append(self._gate(plan, now, **changes))
                 elif plan is not None:
                     self._unindex(plan)
                 else:

@@ -88,6 +88,7 @@ class WaitingPlan:
     gated_by: GatedBy | None = None
     event_id: str | None = None  # the event that woke it
     event: Mapping[str, Any] | None = None  # that event's payload, for the resumed run
+    gater: str | None = None  # the runtime instance that gated it (event, manual): recovery if it died
     reminders: int = 0
     resumed_by: str | None = None  # the runtime instance running its resume (RUNNING): start-up recovery
     version: int = 1

@@ -14,6 +14,7 @@ concurrent events or scans in several processes wake a plan once.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final, cast
 
@@ -29,6 +30,7 @@ from genworker.autonomy.waiting.models import (
     validate_match_key,
 )
 from genworker.ids import validate_id
+from genworker.workspace.models.base import thaw
 
 __all__ = ["RedisWaitingStore"]
 
@@ -43,21 +45,25 @@ redis.call('ZADD', KEYS[4], ARGV[2], KEYS[1])
 return ARGV[1]
 """
 
-# Moves one decoded plan to gated; shared by the two wake-ups.
+# Moves one decoded plan to gated; shared by the two wake-ups. `event` is the payload's JSON text
+# (or ''), spliced in as it is: a cjson round trip would turn its [] into {}.
 _GATE: Final = """
-local function gate(key, doc, gated_by, event_id, now)
+local function gate(key, doc, gated_by, event_id, now, event, gater)
   doc['state'] = 'gated'
   doc['gated_by'] = gated_by
   if event_id ~= '' then doc['event_id'] = event_id end
+  if gater ~= '' then doc['gater'] = gater end
   doc['version'] = doc['version'] + 1
   doc['updated_at'] = now
+  if event ~= '' then doc['event'] = nil end
   local text = cjson.encode(doc)
+  if event ~= '' then text = string.sub(text, 1, -2) .. ',"event":' .. event .. '}' end
   redis.call('SET', key, text)
   return text
 end
 """
 
-# KEYS: key set, expiry. ARGV: event id, now iso.
+# KEYS: key set, expiry. ARGV: event id, now iso, event payload JSON or '', gating instance or ''.
 _RESUME: Final = (
     _GATE
     + """
@@ -66,7 +72,9 @@ for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local raw = redis.call('GET', key)
   if raw then
     local doc = cjson.decode(raw)
-    if doc['state'] == 'waiting' then table.insert(out, gate(key, doc, 'event', ARGV[1], ARGV[2])) end
+    if doc['state'] == 'waiting' then
+      table.insert(out, gate(key, doc, 'event', ARGV[1], ARGV[2], ARGV[3], ARGV[4]))
+    end
   end
   redis.call('ZREM', KEYS[2], key)
 end
@@ -87,7 +95,7 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMI
     local doc = cjson.decode(raw)
     if doc['state'] == 'waiting' then
       redis.call('SREM', ARGV[4] .. doc['tenant_id'] .. ':waiting:key:' .. doc['match_key'], key)
-      table.insert(out, gate(key, doc, 'timeout', '', ARGV[2]))
+      table.insert(out, gate(key, doc, 'timeout', '', ARGV[2], '', ''))
     end
   end
 end
@@ -182,9 +190,20 @@ class RedisWaitingStore:
         plans = [self._decode(raw, key) for key, raw in zip(keys, docs, strict=True) if raw is not None]
         return [p for p in plans if p.state == "waiting"]
 
-    async def resume(self, tenant_id: str, match_key: str, event_id: str, now: datetime) -> list[WaitingPlan]:
+    async def resume(
+        self,
+        tenant_id: str,
+        match_key: str,
+        event_id: str,
+        now: datetime,
+        *,
+        event: Mapping[str, Any] | None = None,
+        gater: str | None = None,
+    ) -> list[WaitingPlan]:
         keys = [self._key_set(tenant_id, match_key), self._expiry]
-        out = await self._resume(keys=keys, args=[event_id, now.astimezone(UTC).isoformat()])
+        payload = "" if event is None else json.dumps(thaw(event), ensure_ascii=False, separators=(",", ":"))
+        args = [event_id, now.astimezone(UTC).isoformat(), payload, gater or ""]
+        out = await self._resume(keys=keys, args=args)
         return [self._decode(raw, keys[0]) for raw in cast(list[bytes], out)]
 
     async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:

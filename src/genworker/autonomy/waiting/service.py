@@ -1,10 +1,11 @@
 """WaitingService: park a plan on a `match_key`, wake it when a matching event arrives, and scan
 for waits that timed out (every 60 s by default; the scan is a fallback, events come first).
 
-Wake-up: the store moves WAITING -> GATED once (whoever else races gets nothing), then a plan
-that needs a person's confirmation stays GATED for the brief; every other one moves GATED ->
-RUNNING and `on_resume` routes it in the background (through governance again: the gate
-re-checks it); when that returns the plan is DONE.
+Wake-up: the store moves WAITING -> GATED once (whoever else races gets nothing), storing the
+event's payload and this instance (`gater`) in the same step; then a plan that needs a person's
+confirmation stays GATED for the brief; every other one moves GATED -> RUNNING (the
+compare-and-set is the claim) and `on_resume` routes it in the background (through governance
+again: the gate re-checks it); when that returns the plan is DONE.
 Timeout, per `on_timeout`: remind (back to WAITING for another wait), escalate (stays GATED and
 goes to the brief's confirmation section), remind_then_escalate (remind once, then escalate),
 close.
@@ -12,8 +13,10 @@ A plan that ends without resuming — cancelled by a person, or closed after its
 handed to `on_end` with the reason (the runtime ends the run that parked it).
 Restarts: a plan moving to RUNNING records the instance that resumes it (`resumed_by`); at
 start-up `recover` restarts the resume of RUNNING plans whose instance holds no live lease (the
-resume is idempotent: a continuation that exists is not run again) and hands every CANCELLED /
-CLOSED plan to `on_end` again, so `on_end` hears each plan at least once and must be idempotent.
+resume is idempotent: a continuation that exists is not run again), claims and starts the plans
+left GATED by an event or a manual resume (not waiting for a person) whose gater holds no live
+lease, and hands every CANCELLED / CLOSED plan to `on_end` again, so `on_end` hears each plan at
+least once and must be idempotent.
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ class WaitingService:
         owner: str | None = None,
     ) -> None:
         self.store = store
-        self.owner = owner  # this runtime instance: recorded as `resumed_by` on the plans it resumes
+        self.owner = owner  # this runtime instance: recorded as `gater` / `resumed_by` on the plans it moves
         self.on_resume = on_resume
         self.on_timeout = on_timeout
         self.on_end = on_end
@@ -140,26 +143,27 @@ class WaitingService:
         self, tenant_id: str, match_key: str, event_id: str, payload: Mapping[str, Any] | None = None
     ) -> list[WaitingPlan]:
         """Wake the tenant's plans waiting on `match_key`; returns the plans this call woke. The
-        event's `payload` is stored on each plan, so its resumed run reads what arrived."""
-        woken = await self.store.resume(tenant_id, match_key, event_id, self._clock())
+        event's `payload` is stored on each plan as it is gated, so its resumed run reads what
+        arrived, even after a crash."""
+        woken = await self.store.resume(tenant_id, match_key, event_id, self._clock(), event=payload, gater=self.owner)
         for _ in woken:
             record_waiting_plan("resumed")
-        return [await self._run_gated(plan, payload) for plan in woken]
+        return [await self._run_gated(plan) for plan in woken]
 
-    async def _run_gated(self, plan: WaitingPlan, payload: Mapping[str, Any] | None) -> WaitingPlan:
-        changes: dict[str, Any] = {"event": payload} if payload is not None else {}
+    async def _run_gated(self, plan: WaitingPlan) -> WaitingPlan:
         if plan.requires_confirmation:
-            if changes:
-                with contextlib.suppress(WaitingTransitionError):
-                    plan = await self.store.transition(*plan.key, "gated", "gated", now=self._clock(), **changes)
             await self.on_timeout(plan, "escalate")  # a person decides; the brief lists it
             return plan
+        return await self._claim(plan) or plan  # None: someone else moved it on
+
+    async def _claim(self, plan: WaitingPlan) -> WaitingPlan | None:
+        """GATED -> RUNNING and start the run; None when another caller moved the plan first."""
         try:
             running = await self.store.transition(
-                *plan.key, "gated", "running", now=self._clock(), resumed_by=self.owner, **changes
+                *plan.key, "gated", "running", now=self._clock(), resumed_by=self.owner
             )
         except WaitingTransitionError:
-            return plan  # someone else moved it on
+            return None
         self._start(running)
         return running
 
@@ -191,7 +195,7 @@ class WaitingService:
             raise WaitingPlanNotFound(f"no waiting plan {plan_id!r} for worker {tenant_id}/{worker_id}")
         if plan.state == "waiting":
             plan = await self.store.transition(
-                tenant_id, worker_id, plan_id, "waiting", "gated", now=self._clock(), gated_by="manual", event_id=by
+                *plan.key, "waiting", "gated", now=self._clock(), gated_by="manual", event_id=by, gater=self.owner
             )
         running = await self.store.transition(
             tenant_id, worker_id, plan_id, "gated", "running", now=self._clock(), resumed_by=self.owner
@@ -253,10 +257,11 @@ class WaitingService:
         self, workers: Iterable[tuple[str, str]], alive: Alive, *, at_start: bool = True
     ) -> list[WaitingPlan]:
         """For the plans of `workers` ((tenant, worker) pairs): restart the resume of RUNNING plans
-        left by a stopped instance. At start-up also delete ended plans older than `retention_s` and
-        end the parked runs of CANCELLED / CLOSED plans again (a crash may have come between the two
-        steps); the lease sweep (`at_start=False`, while this process runs) only restarts. Returns
-        the restarted plans."""
+        left by a stopped instance, and start the GATED plans it gated but did not start (by an
+        event or by hand, not held for a person). At start-up also delete ended plans older than
+        `retention_s` and end the parked runs of CANCELLED / CLOSED plans again (a crash may have
+        come between the two steps); the lease sweep (`at_start=False`, while this process runs)
+        only restarts and starts. Returns the restarted and started plans."""
         restarted: list[WaitingPlan] = []
         lives: dict[str, bool] = {}
         horizon = self._clock() - timedelta(seconds=self.retention_s)
@@ -275,17 +280,29 @@ class WaitingService:
                 if plan.state == "running" and not await self._resumer_alive(plan, alive, lives):
                     self._start(plan)  # same plan version: the same continuation key, nothing runs twice
                     restarted.append(plan)
+                elif plan.state == "gated" and await self._left_gated(plan, alive, lives, at_start):
+                    if (running := await self._claim(plan)) is not None:
+                        restarted.append(running)
                 elif at_start and plan.state in ("cancelled", "closed"):
                     await self._end_again(plan)
         if restarted:
-            log.warning("[Waiting] restarted the resume of %d plans left running by a stopped process", len(restarted))
+            log.warning("[Waiting] resumed %d plans a stopped process left gated or running", len(restarted))
         return restarted
 
     async def _resumer_alive(self, plan: WaitingPlan, alive: Alive, lives: dict[str, bool]) -> bool:
         """Whether a live instance is resuming `plan`: this one, or the live one it names."""
-        owner = plan.resumed_by
-        if plan.key in self._runs:
-            return True
+        return plan.key in self._runs or await self._alive(plan.resumed_by, alive, lives)
+
+    async def _left_gated(self, plan: WaitingPlan, alive: Alive, lives: dict[str, bool], at_start: bool) -> bool:
+        """Whether GATED `plan` runs without a person (woken by an event or resumed by hand, no
+        confirmation) and the instance that gated it will not start it: a stopped one, or none."""
+        if plan.gated_by not in ("event", "manual") or plan.requires_confirmation:
+            return False
+        if plan.gater == self.owner:  # while this process runs, it is between its own two steps
+            return at_start
+        return not await self._alive(plan.gater, alive, lives)
+
+    async def _alive(self, owner: str | None, alive: Alive, lives: dict[str, bool]) -> bool:
         if owner is None or owner == self.owner:
             return False
         if owner not in lives:

@@ -2,11 +2,13 @@
 
 `resume` and `expire_due` are the two wake-ups; each moves a plan out of WAITING exactly once,
 however many processes call them at the same time, and removes its index entries in the same
-step. `transition` is a compare-and-set on the plan's state.
+step (`resume` stores the event's payload and the gating instance in it too, so a crash before
+the run starts loses nothing). `transition` is a compare-and-set on the plan's state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -24,8 +26,18 @@ class WaitingStore(Protocol):
     async def waiters(self, tenant_id: str, match_key: str) -> list[WaitingPlan]:
         """The WAITING plans of a tenant indexed under `match_key`, without touching other plans."""
 
-    async def resume(self, tenant_id: str, match_key: str, event_id: str, now: datetime) -> list[WaitingPlan]:
-        """Move every WAITING plan of `match_key` to GATED (gated_by event); only this caller gets them."""
+    async def resume(
+        self,
+        tenant_id: str,
+        match_key: str,
+        event_id: str,
+        now: datetime,
+        *,
+        event: Mapping[str, Any] | None = None,
+        gater: str | None = None,
+    ) -> list[WaitingPlan]:
+        """Move every WAITING plan of `match_key` to GATED (gated_by event) with the event's payload
+        and the instance that gated them (`gater`); only this caller gets them."""
 
     async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:
         """Move WAITING plans whose wait ended by `now` to GATED (gated_by timeout), across tenants."""
