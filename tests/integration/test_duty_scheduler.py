@@ -78,6 +78,55 @@ def test_manual_run_api(tmp_path: Path, workspace: Path, model_server: ScriptedM
     assert len(model_server.requests) == 2
 
 
+def test_a_manual_runs_evidence_reaches_the_policy_gate(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    """High risk with an undo window, but the tenant did not enable high-risk auto: the gate asks a
+    person, and the policy snapshot and the confirmation record the evidence it judged."""
+    evidence = {
+        "confidence": 0.97,
+        "sources": ["github", "pagerduty"],
+        "requested_actions": ["internal_status_transition"],
+        "requested_effects": ["external"],
+    }
+    acme = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        ran = client.post("/api/v1/workers/alice/duties/report/run", headers=acme, json={"evidence": evidence})
+        assert ran.status_code == 200, ran.text
+        run = client.get(f"/api/v1/workers/alice/runs/{ran.json()['run']['run_id']}", headers=acme).json()
+        assert runtime.router is not None
+        snapshot_id = run["provenance"]["policy_snapshot_ref"].rsplit("/", 1)[-1].removesuffix(".json")
+        snapshot = runtime.router.governance.snapshots.load_policy("acme", "alice", snapshot_id)
+        [pending] = client.get("/api/v1/workers/alice/confirmations", headers=acme).json()["confirmations"]
+    assert model_server.requests == [] and run["state"] == "waiting_approval"
+    assert (snapshot.inputs.confidence, snapshot.inputs.evidence_sources) == (0.97, ("github", "pagerduty"))
+    assert snapshot.inputs.requested_actions == ("internal_status_transition",)
+    assert snapshot.decision.gate_result == "confirm"
+    assert pending["evidence"]["evidence_sources"] == ["github", "pagerduty"]  # the approved run is gated alike
+
+
+BAD_EVIDENCE = [
+    ({"confidence": 1.5}, "body.evidence.confidence must be a number between 0 and 1"),
+    ({"sources": ["github", "github"]}, "body.evidence.sources lists ['github'] more than once"),
+    ({"confidence": "high"}, "body.evidence.confidence"),
+    ({"requested_effects": ["launch"]}, "body.evidence.requested_effects.0"),
+    ({"confidance": 0.9}, "body.evidence.confidance"),
+]
+
+
+def test_malformed_evidence_is_a_422_naming_the_field(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    acme = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        for evidence, field in BAD_EVIDENCE:
+            answer = client.post("/api/v1/workers/alice/duties/report/run", headers=acme, json={"evidence": evidence})
+            assert answer.status_code == 422 and field in answer.json()["error"]["message"], answer.text
+        assert runtime.router is not None
+        runs = client.portal.call(runtime.router.tasks.list_runs, "acme", "alice")  # type: ignore[union-attr]
+    assert runs == [] and model_server.requests == []
+
+
 def test_one_slot_from_two_runtimes_reaches_the_model_once(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:

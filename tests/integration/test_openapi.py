@@ -26,5 +26,12 @@ def test_openapi_lists_every_route_with_examples(tmp_path: Path) -> None:
     }
     assert expected <= set(spec["paths"])
     schemas = spec["components"]["schemas"]
-    for name in ("ChatRequest", "TaskRequest", "CompletionRequest"):
+    for name in ("ChatRequest", "TaskRequest", "CompletionRequest", "RunDutyBody"):
         assert any("examples" in field for field in schemas[name]["properties"].values()), name
+    # an inferred action's evidence for the Policy Gate: on the task and manual duty routes, not on chat
+    for name in ("TaskRequest", "RunDutyBody"):
+        assert schemas[name]["properties"]["evidence"]["examples"][0]["confidence"] == 0.97, name
+    assert set(schemas["EvidenceBody"]["properties"]) == {
+        "confidence", "evidence_sources", "sources", "requested_actions", "requested_effects"
+    }  # fmt: skip
+    assert "evidence" not in schemas["ChatRequest"]["properties"]

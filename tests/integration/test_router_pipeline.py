@@ -165,6 +165,73 @@ def test_small_budget_compacts_old_history(tmp_path: Path, workspace: Path, mode
     assert "Earlier: four questions about numbers." in compacted and "and now?" in compacted
 
 
+def skill(name: str, keyword: str) -> str:
+    return (
+        f"---\nname: {name}\ndescription: Handles {keyword} work.\nmetadata:\n  genworker:\n"
+        f"    keywords:\n      - {{keyword: {keyword}, weight: 2.0}}\n---\nDo the {keyword} work.\n"
+    )
+
+
+def test_the_run_records_the_skill_the_matcher_chose_or_the_callers(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    for name, keyword in (("triage", "alert"), ("billing", "invoice")):
+        (workspace / f"tenants/acme/workers/alice/skills/{name}").mkdir(parents=True)
+        (workspace / f"tenants/acme/workers/alice/skills/{name}/SKILL.md").write_text(
+            skill(name, keyword), encoding="utf-8"
+        )
+    model_server.expect(Reply("Triaged."), Reply("Billed."))
+    text = "a disk alert on db-1"
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        matched = route(client, runtime, RouteRequest("acme", "alice", text, "task", conversational=False))
+        named = route(
+            client, runtime, RouteRequest("acme", "alice", text, "task", conversational=False, skill_id="billing")
+        )
+        assert runtime.router is not None
+        tasks = runtime.router.tasks
+        records = [r.record for events in (matched, named) if isinstance(r := events[-1], RouteDone)]
+        stored = [client.portal.call(tasks.get_run, r.ref) for r in records]  # type: ignore[union-attr]
+        manifests = [
+            client.portal.call(tasks.get_manifest, "acme", "alice", r.task_id)  # type: ignore[union-attr]
+            for r in records
+        ]
+    assert [(r.state, r.skill_id) for r in stored] == [("completed", "triage"), ("completed", "billing")]
+    assert [m.skill_id for m in manifests] == ["triage", "billing"]
+
+
+def test_a_tasks_evidence_reaches_the_policy_gate_and_bad_evidence_is_a_422(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    """A one-shot task whose evidence names an irreversible action waits for a person (interactive
+    work is gated for those); the policy snapshot records the evidence the gate judged."""
+    auth = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
+    evidence = {
+        "confidence": 0.99,
+        "evidence_sources": ["crm", "email"],
+        "requested_actions": ["external_commitment_send"],
+    }
+    body = {"worker_id": "alice", "task": "Send the customer the signed quote", "evidence": evidence}
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        streamed = client.post("/api/v1/worker/task/stream", headers=auth, json=body)
+        assert streamed.status_code == 200, streamed.text
+        run = client.get(f"/api/v1/workers/alice/runs/{streamed.headers['X-Run-Id']}", headers=auth).json()
+        assert runtime.router is not None
+        snapshot_id = run["provenance"]["policy_snapshot_ref"].rsplit("/", 1)[-1].removesuffix(".json")
+        snapshot = runtime.router.governance.snapshots.load_policy("acme", "alice", snapshot_id)
+        bad = client.post(
+            "/api/v1/worker/task/stream",
+            headers=auth,
+            json={**body, "evidence": {"evidence_sources": ["crm"], "sources": ["email"]}},
+        )
+    assert run["state"] == "waiting_approval" and model_server.requests == []
+    assert (snapshot.inputs.confidence, snapshot.inputs.evidence_sources) == (0.99, ("crm", "email"))
+    assert snapshot.decision.gate_result == "confirm"
+    assert bad.status_code == 422 and bad.json()["error"] == {
+        "code": "invalid_evidence",
+        "message": "body.evidence: give one of evidence_sources or sources, not both",
+    }
+
+
 def test_unknown_worker_and_skill_are_route_errors(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:

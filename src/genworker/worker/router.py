@@ -174,9 +174,12 @@ class WorkerRouter:
                 undo_available=True,  # runtime/tools.py holds the external calls of a run given undo_window_s
             )
         )
-        manifest = self._manifest(req, outcome, thread_id, run_id, task_id)
-        ref = RunRef(req.tenant_id, req.worker_id, run_id)
         decision = outcome.decision
+        # matched before the run is recorded, so the record names the skill that runs
+        match = self._match_skill(worker, req, outcome) if decision.action == "auto" else None
+        skill_id = match.skill_id if isinstance(match, SkillMatch) else req.skill_id
+        manifest = self._manifest(req, outcome, thread_id, run_id, task_id, skill_id)
+        ref = RunRef(req.tenant_id, req.worker_id, run_id)
         _record_decision(decision, req, run_id)
         persisted = await self.tasks.persist_initial(manifest, start=decision.action != "blocked")
         if persisted.run_id != run_id:  # the idempotency key already made a run: never run it twice
@@ -196,7 +199,7 @@ class WorkerRouter:
             async for event in self._gate(req, manifest, outcome, ref):
                 yield event
             return
-        match = self._match_skill(worker, req, outcome)
+        assert match is not None  # the decision is auto
         if isinstance(match, str):
             message = match
             record = await self.tasks.fail(ref, "no_skill", message)
@@ -430,7 +433,7 @@ class WorkerRouter:
 
     @staticmethod
     def _manifest(
-        req: RouteRequest, outcome: GovernanceOutcome, thread_id: str, run_id: str, task_id: str
+        req: RouteRequest, outcome: GovernanceOutcome, thread_id: str, run_id: str, task_id: str, skill_id: str | None
     ) -> TaskManifest:
         m, d = outcome.manifest, outcome.decision
         verdict = GovernanceVerdict(d.action, d.posture, d.risk_tier, tuple(str(r) for r in d.reasons))
@@ -458,7 +461,7 @@ class WorkerRouter:
             text=req.text,
             created_at=datetime.now(UTC),
             thread_id=thread_id,
-            skill_id=req.skill_id,
+            skill_id=skill_id,  # the caller's, or the one the matcher chose
             preferred_skill_ids=tuple(m.preferred_skill_ids),
             provenance=provenance,
             gate_level="gated" if d.action == "gated" else "auto",

@@ -13,6 +13,7 @@ from sse_starlette import EventSourceResponse
 from genworker.api.auth import principal_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
+from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
 from genworker.api.runs import RunHandle, router_of, start_run
 from genworker.auth import Principal
 from genworker.engine.events import EngineEvent
@@ -37,6 +38,9 @@ class TaskRequest(BaseModel):
     worker_id: str = Field(examples=["analyst"])
     task: str = Field(min_length=1, examples=["Summarise last week's signups"])
     skill_id: str | None = None
+    evidence: EvidenceBody | None = Field(
+        None, description="an inferred action's evidence for the Policy Gate", examples=[EXAMPLE]
+    )
 
 
 async def _sse(handle: RunHandle, protocol: Protocol) -> AsyncIterator[dict[str, str]]:
@@ -85,7 +89,14 @@ async def task_stream(
     """Run one task with no conversation history; the same event stream as chat."""
     tenant_id, worker_id = principal_worker(principal, body.worker_id)
     req = RouteRequest(
-        tenant_id, worker_id, body.task, "task", principal.key_id, conversational=False, skill_id=body.skill_id
+        tenant_id,
+        worker_id,
+        body.task,
+        "task",
+        principal.key_id,
+        conversational=False,
+        skill_id=body.skill_id,
+        evidence=evidence_of(body.evidence),
     )
     return _stream(await start_run(runtime, req), protocol)
 

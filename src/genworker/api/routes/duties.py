@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError
+from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
 from genworker.api.routes.chat import run_summary
 from genworker.auth import Principal
 from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError, aps_trigger
@@ -28,7 +29,10 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 class RunDutyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    trigger_id: str | None = None
+    trigger_id: str | None = Field(None, description="default: the duty's manual trigger", examples=["now"])
+    evidence: EvidenceBody | None = Field(
+        None, description="an inferred action's evidence for the Policy Gate", examples=[EXAMPLE]
+    )
 
 
 def _scheduler(runtime: Runtime) -> DutyScheduler:
@@ -69,9 +73,10 @@ async def run_duty(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
+    body = body or RunDutyBody()
     try:
         fired = await _scheduler(runtime).run_manual(
-            worker, duty_id, body.trigger_id if body else None, idempotency_key=idempotency_key
+            worker, duty_id, body.trigger_id, idempotency_key=idempotency_key, evidence=evidence_of(body.evidence)
         )
     except DutyNotFound:
         raise _duty_not_found(duty_id) from None

@@ -305,9 +305,15 @@ class DutyScheduler:
         task.add_done_callback(self._fires.discard)
 
     async def run_manual(
-        self, worker: Worker, duty_id: str, trigger_id: str | None = None, idempotency_key: str | None = None
+        self,
+        worker: Worker,
+        duty_id: str,
+        trigger_id: str | None = None,
+        idempotency_key: str | None = None,
+        evidence: Evidence = NO_EVIDENCE,
     ) -> FireOutcome:
-        """Run the duty now; a caller's `idempotency_key` makes a repeated call return the first run."""
+        """Run the duty now; a caller's `idempotency_key` makes a repeated call return the first run,
+        and its `evidence` (an inferred action's) goes to the Policy Gate."""
         duty = worker.duties.get(duty_id)
         if duty is None:
             raise DutyNotFound(f"worker {worker.worker_id!r} has no duty {duty_id!r}")
@@ -319,7 +325,7 @@ class DutyScheduler:
             raise DutyNotFound(f"duty {duty_id!r} has no trigger {trigger_id!r}")
         now = self.clock().astimezone(UTC)
         slot = f"manual-{idempotency_key}" if idempotency_key else None
-        return await self._fire(worker, duty, trigger_id, "manual", now, slot)
+        return await self._fire(worker, duty, trigger_id, "manual", now, slot, evidence)
 
     async def _fire(
         self,
