@@ -1,8 +1,8 @@
 """`make bench` part 3 (P1): a streamed chat turn through the whole router over HTTP — one tool
 call and the answer, the model answering instantly — against a bare FastAPI endpoint making
-the same two LiteLLM calls and streaming them. Each server runs in its own process; the model
-stub runs in a third. Reports time to first byte, total time (ratios, target <= 1.15x on
-total) and requests/s with 16 concurrent clients.
+the same two LiteLLM calls (the messages and tools genworker sent) and streaming them. Each
+server runs in its own process; the model stub runs in a third. Reports time to first byte,
+total time (ratios, target <= 1.15x on total) and requests/s with 16 concurrent clients.
 """
 
 from __future__ import annotations
@@ -96,8 +96,12 @@ def cpu_ms(url: str) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-async def measure(servers: dict[str, str], key: str, requests: int, concurrency: int) -> dict[str, Any]:
-    """`servers`: name -> url; "baseline" is the bare endpoint, every other name a genworker."""
+async def measure(
+    servers: dict[str, str], key: str, requests: int, concurrency: int, model: str, calls: Path
+) -> dict[str, Any]:
+    """`servers`: name -> url; "baseline" is the bare endpoint, every other name a genworker. The
+    baseline sends what genworker sent: after genworker's warm-up, the model stub's last captured
+    turn (system prompt, user message, tool list) goes to `calls`, which the baseline reads."""
     chat = {"worker_id": "w", "message": "what does my note say?"}
     targets = {
         name: (url + "/api/v1/chat/stream", chat, {"Authorization": f"Bearer {key}"})
@@ -109,7 +113,10 @@ async def measure(servers: dict[str, str], key: str, requests: int, concurrency:
     samples: dict[str, dict[str, list[float]]] = {name: {"ttfb": [], "total": []} for name in targets}
     cpu: dict[str, float] = {}
     async with httpx.AsyncClient(timeout=60) as client:
-        for url, body, headers in targets.values():  # warm-up
+        for name, (url, body, headers) in targets.items():  # warm-up; "baseline" is last
+            if name == "baseline":
+                captured = (await client.get(model + "/captured")).json()
+                await asyncio.to_thread(calls.write_text, json.dumps(captured), encoding="utf-8")
             for _ in range(5):
                 await one(client, url, body, headers)
         cpu = {name: -cpu_ms(servers[name]) for name in names}
@@ -165,7 +172,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             ours_cmd = [str(Path(python).with_name("genworker")), "run", "--port", str(oport), "--workspace", str(root)]
             notes = str(root / "tenants/bench/workers/w/files/notes.md")
-            base_cmd = [python, str(HERE / "chat_servers.py"), "baseline", str(bport), model + "/v1", notes]
+            calls = Path(tmp) / "calls.json"
+            base_cmd = [python, str(HERE / "chat_servers.py"), "baseline", str(bport), model + "/v1", notes, str(calls)]
             with contextlib.ExitStack() as stack:
                 servers = {"ours": stack.enter_context(process(ours_cmd, oport, env))}
                 if also:
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                     variant = [*ours_cmd[:3], str(aport), *ours_cmd[4:]]
                     servers[" ".join(args.also)] = stack.enter_context(process(variant, aport, {**env, **also}))
                 servers["baseline"] = stack.enter_context(process(base_cmd, bport))
-                result = asyncio.run(measure(servers, key, args.requests, args.concurrency))
+                result = asyncio.run(measure(servers, key, args.requests, args.concurrency, model, calls))
     med = result["median_ms"]
     verdict = "ok" if result["ratio_total"] <= TARGET else "MISSED"
     print(f"P1 streamed chat turn (tool call + answer), {args.requests} requests each, alternating")

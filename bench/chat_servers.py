@@ -1,8 +1,11 @@
 """Servers for bench/chat_http.py, each run in its own process:
 
 model     an OpenAI-compatible stub that always answers instantly: a tool call when the last
-          message is the user's, a final text when it is a tool result
-baseline  a bare FastAPI endpoint making the same two LiteLLM calls and streaming the text
+          message is the user's, a final text when it is a tool result. `GET /captured` gives the
+          last request that opened a turn (messages and tools), so the baseline can send the same
+baseline  a bare FastAPI endpoint making the same two LiteLLM calls and streaming the text: the
+          messages (system prompt, user turn) and tool list genworker sent, read once from the
+          file the bench writes from `/captured`
 """
 
 from __future__ import annotations
@@ -22,12 +25,16 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def model_app() -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
-    from starlette.responses import StreamingResponse
+    from starlette.responses import JSONResponse, StreamingResponse
     from starlette.routing import Route
+
+    captured: dict[str, Any] = {}
 
     async def completions(request: Request) -> StreamingResponse:
         body = await request.json()
         last = body["messages"][-1]
+        if last["role"] == "user":
+            captured.update(messages=body["messages"], tools=body.get("tools", []))
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
             payload = {
@@ -73,10 +80,15 @@ def model_app() -> Any:
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
-    return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    async def last_turn(request: Request) -> JSONResponse:
+        return JSONResponse(captured)
+
+    return Starlette(
+        routes=[Route("/v1/chat/completions", completions, methods=["POST"]), Route("/captured", last_turn)]
+    )
 
 
-def baseline_app(model_base: str, notes: Path) -> Any:
+def baseline_app(model_base: str, notes: Path, calls: Path) -> Any:
     from fastapi import FastAPI
     from litellm.router import Router
     from sse_starlette import EventSourceResponse
@@ -91,23 +103,18 @@ def baseline_app(model_base: str, notes: Path) -> Any:
         num_retries=0,
         disable_cooldowns=True,
     )
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "file_read",
-                "description": "Read a file.",
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
-            },
-        }
-    ]
+    turn: dict[str, Any] = {}  # genworker's first call of a turn: {"messages": [...], "tools": [...]}
     app = FastAPI()
     options = {"stream": True, "stream_options": {"include_usage": True}, "timeout": 60.0}
 
     @app.post("/chat")
-    async def chat(body: dict[str, Any]) -> EventSourceResponse:
+    async def chat(body: dict[str, Any]) -> EventSourceResponse:  # parsed, as genworker parses its body
+        if not turn:
+            turn.update(json.loads(await asyncio.to_thread(calls.read_text, encoding="utf-8")))
+        tools = turn["tools"]
+
         async def events() -> Any:
-            messages: list[dict[str, Any]] = [{"role": "user", "content": body["message"]}]
+            messages: list[dict[str, Any]] = list(turn["messages"])
             calls: dict[int, dict[str, str]] = {}
             async for c in await router.acompletion(model="standard", messages=messages, tools=tools, **options):
                 for d in (c.choices[0].delta.tool_calls or ()) if c.choices else ():
@@ -144,5 +151,5 @@ def baseline_app(model_base: str, notes: Path) -> Any:
 
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
-    app = model_app() if kind == "model" else baseline_app(sys.argv[3], Path(sys.argv[4]))
+    app = model_app() if kind == "model" else baseline_app(sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]))
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
