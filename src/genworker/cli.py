@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, freeze_gc=True),
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),

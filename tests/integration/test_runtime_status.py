@@ -192,3 +192,23 @@ def test_model_list_litellm_rejects_is_not_ready_and_named(
         assert response.status_code == 503
         reason = response.json()["reasons"][0]
         assert reason["code"] == "model_config_invalid" and "LiteLLM rejected" in reason["message"]
+
+
+def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    """`genworker run` builds its app with freeze_gc: a full collection later skips what start-up made."""
+    import gc
+
+    configs = tmp_path / "configs"
+    configs.mkdir()
+    settings = load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=small_workspace())
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(settings)):
+            assert gc.get_freeze_count() == 0  # tests and embedders build it without
+        with TestClient(create_app(settings, freeze_gc=True)) as client:
+            assert gc.get_freeze_count() > 0
+            assert client.get("/health").status_code == 200
+    finally:
+        gc.unfreeze()
