@@ -11,10 +11,20 @@ import contextlib
 import fcntl
 import itertools
 import os
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["create_exclusive", "file_lock", "fsync_dir", "move_file", "remove_file", "write_atomic"]
+__all__ = [
+    "LOCK_STRIPES",
+    "create_exclusive",
+    "file_lock",
+    "fsync_dir",
+    "move_file",
+    "remove_file",
+    "striped_lock",
+    "write_atomic",
+]
 
 
 def fsync_dir(folder: Path) -> None:
@@ -30,13 +40,22 @@ _TEMP_NUMBERS = itertools.count()
 
 def _temp_file(path: Path) -> tuple[int, Path]:
     """A new 0600 file next to `path`, named after it (cheaper than `tempfile.mkstemp`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     while True:
         name = path.parent / f".{path.name}.{os.getpid()}-{next(_TEMP_NUMBERS)}.tmp"
         try:
-            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), name
+            return _open_in(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL), name
         except FileExistsError:  # left by an earlier process with the same pid
             continue
+
+
+def _open_in(path: Path, flags: int) -> int:
+    """`os.open(path, flags, 0o600)`, making the folder only when it is missing (the usual case
+    costs no `mkdir`)."""
+    try:
+        return os.open(path, flags, 0o600)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o600)
 
 
 def _temp_copy(path: Path, data: bytes, mode: int | None, durable: bool = True) -> Path:
@@ -71,13 +90,13 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None, durable: b
         fsync_dir(path.parent)
 
 
-def create_exclusive(path: Path, data: bytes, *, durable: bool = True) -> bool:
+def create_exclusive(path: Path, data: bytes, *, mode: int | None = None, durable: bool = True) -> bool:
     """Create `path` with `data` only if it does not exist; False when it already does.
 
     The complete file is linked into place (`link` fails on an existing name, like O_EXCL), so a
     reader never sees it half-written and two racing creators cannot both win.
     """
-    tmp = _temp_copy(path, data, None, durable)
+    tmp = _temp_copy(path, data, mode, durable)
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -92,13 +111,16 @@ def create_exclusive(path: Path, data: bytes, *, durable: bool = True) -> bool:
 def move_file(source: Path, target: Path, *, durable: bool = True) -> bool:
     """Move `source` to `target` atomically (same filesystem). When `source` is gone, True if
     `target` exists (moved before), False if neither does."""
-    if not source.exists():
-        return target.exists()
-    target.parent.mkdir(parents=True, exist_ok=True)
     try:
         source.replace(target)
     except FileNotFoundError:
-        return target.exists()
+        if not source.exists():  # moved before, or never there
+            return target.exists()
+        target.parent.mkdir(parents=True, exist_ok=True)  # the target's folder was missing
+        try:
+            source.replace(target)
+        except FileNotFoundError:
+            return target.exists()
     if durable:
         fsync_dir(target.parent)
         fsync_dir(source.parent)
@@ -116,11 +138,21 @@ def remove_file(path: Path, *, durable: bool = True) -> bool:
     return True
 
 
+LOCK_STRIPES = 64
+
+
+def striped_lock(folder: Path, key: str) -> contextlib.AbstractContextManager[None]:
+    """The `file_lock` guarding `key` among `folder`'s objects: one of `LOCK_STRIPES` files in
+    `folder/.locks/`, chosen by a hash of `key`. The files are made once and reused, so locking
+    a new object creates no file (an inode per run or thread would pile up forever); two keys
+    sharing a stripe only wait for each other. Never hold two stripes of one folder at once."""
+    return file_lock(folder / ".locks" / f"{zlib.crc32(key.encode('utf-8')) % LOCK_STRIPES:02d}.lock")
+
+
 @contextlib.contextmanager
 def file_lock(lock_path: Path) -> Iterator[None]:
     """An exclusive `flock` on `lock_path`: serialises threads and processes sharing the workspace."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = _open_in(lock_path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -6,8 +6,15 @@ fsync and appends one line describing it to its process's journal under
 `{workspace}/.journal/`, where concurrent writers share one `fdatasync` (group commit). Either
 way the operation survives a power loss once the call returns.
 
-A checkpoint thread closes the journal's segment every `interval_s`, fsyncs the files and
-folders it touched and deletes it, so a journal holds well under a second of writes.
+From async code, `run(work)` runs a block of blocking file work and returns once what it wrote is
+durable: `DirectFiles` in a worker thread (its fsyncs would stall the event loop); `JournaledFiles`
+on the event loop itself, since its operations never wait on the disk there, and then awaits the
+journal's `fdatasync`, which a syncer thread does for every waiting coroutine at once. A request's
+file work then costs no thread hop and no thread switch per store call.
+
+A checkpoint thread closes the journal's segment every `interval_s`, makes the files and folders
+it touched durable (one `syncfs` per filesystem on Linux, else an fsync each) and deletes it, so
+a journal holds well under a second of writes.
 
 Start-up (`recover_journals`) finishes the journals of processes that are gone (their owner's
 `flock` is free). A journal written on this boot needs no redo (its operations reached the page
@@ -18,8 +25,10 @@ a newer write by another process is kept.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import ctypes
 import fcntl
 import json
 import logging
@@ -27,11 +36,12 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from genworker.fsutil import create_exclusive, fsync_dir, move_file, remove_file, write_atomic
 
@@ -42,13 +52,17 @@ log = logging.getLogger(__name__)
 JOURNAL_DIR = ".journal"
 _FORMAT = 1
 
+T = TypeVar("T")
+_Waits = list[tuple["_Segment", int]]
+_WAITS: ContextVar[_Waits | None] = ContextVar("genworker_journal_waits", default=None)  # a block's owed waits
+
 
 class DurableFiles(Protocol):
     """Blocking file operations, each durable when it returns (call them from a worker thread)."""
 
     def write_atomic(self, path: Path, data: bytes, *, mode: int | None = None) -> None: ...
 
-    def create_exclusive(self, path: Path, data: bytes) -> bool: ...
+    def create_exclusive(self, path: Path, data: bytes, *, mode: int | None = None) -> bool: ...
 
     def move_file(self, source: Path, target: Path) -> bool: ...
 
@@ -58,6 +72,10 @@ class DurableFiles(Protocol):
         """Operations in this block (this thread) are durable when it ends, sharing one wait."""
         ...
 
+    async def run(self, work: Callable[[], T]) -> T:
+        """Run blocking file work from async code; return its result once what it wrote is durable."""
+        ...
+
 
 class DirectFiles:
     """Every operation fsyncs its own file and folders."""
@@ -65,8 +83,8 @@ class DirectFiles:
     def write_atomic(self, path: Path, data: bytes, *, mode: int | None = None) -> None:
         write_atomic(path, data, mode=mode)
 
-    def create_exclusive(self, path: Path, data: bytes) -> bool:
-        return create_exclusive(path, data)
+    def create_exclusive(self, path: Path, data: bytes, *, mode: int | None = None) -> bool:
+        return create_exclusive(path, data, mode=mode)
 
     def move_file(self, source: Path, target: Path) -> bool:
         return move_file(source, target)
@@ -76,6 +94,9 @@ class DirectFiles:
 
     def together(self) -> AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+    async def run(self, work: Callable[[], T]) -> T:
+        return await asyncio.to_thread(work)
 
 
 DIRECT = DirectFiles()
@@ -114,7 +135,8 @@ class JournaledFiles:
         self._lock_fd = os.open(self.folder / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._cond = threading.Condition()
-        self._local = threading.local()  # .waits: (segment, line) a together() block still owes
+        self._waiters: list[tuple[_Waits, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._syncer: threading.Thread | None = None  # started by the first run() that has to wait
         self._numbers = iter(range(1, 1 << 62))
         self._segment = self._open_segment()
         self._stop = threading.Event()
@@ -131,13 +153,13 @@ class JournaledFiles:
         self._commit({"op": "write", "path": self._rel(path), "data": _b64(data), "mode": mode, "ts": ts}, path)
         return None
 
-    def create_exclusive(self, path: Path, data: bytes) -> bool:
+    def create_exclusive(self, path: Path, data: bytes, *, mode: int | None = None) -> bool:
         if not self._owns(path):
-            return DIRECT.create_exclusive(path, data)
+            return DIRECT.create_exclusive(path, data, mode=mode)
         ts = time.time_ns()
-        if not create_exclusive(path, data, durable=False):
+        if not create_exclusive(path, data, mode=mode, durable=False):
             return False
-        self._commit({"op": "create", "path": self._rel(path), "data": _b64(data), "ts": ts}, path)
+        self._commit({"op": "create", "path": self._rel(path), "data": _b64(data), "mode": mode, "ts": ts}, path)
         return True
 
     def move_file(self, source: Path, target: Path) -> bool:
@@ -160,17 +182,47 @@ class JournaledFiles:
 
     @contextlib.contextmanager
     def together(self) -> Iterator[None]:
-        if getattr(self._local, "waits", None) is not None:  # nested: the outer block waits
+        if _WAITS.get() is not None:  # nested (or inside run()): the outer block waits
             yield
             return
-        self._local.waits = []
+        waits: _Waits = []
+        token = _WAITS.set(waits)
         try:
             yield
         finally:
-            waits, self._local.waits = self._local.waits, None
+            _WAITS.reset(token)
             with self._cond:  # also when the block raised: what it did is durable as it returns
                 for segment, line in waits:
                     self._sync_until(segment, line)
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """`work` runs here, on the event loop: its operations only write and append. Then the
+        syncer thread makes what it wrote durable while the loop serves others (also when `work`
+        raised after writing something)."""
+        if _WAITS.get() is not None:  # inside a together() block: that block waits
+            return work()
+        waits: _Waits = []
+        token = _WAITS.set(waits)
+        try:
+            return work()
+        finally:
+            _WAITS.reset(token)
+            if waits:
+                await self._durable(waits)
+
+    async def _durable(self, waits: _Waits) -> None:
+        loop = asyncio.get_running_loop()
+        with self._cond:
+            owed = [(segment, line) for segment, line in waits if segment.synced < line]
+            if not owed:
+                return
+            done: asyncio.Future[None] = loop.create_future()
+            self._waiters.append((owed, loop, done))
+            if self._syncer is None:
+                self._syncer = threading.Thread(target=self._sync_loop, name="journal-syncer", daemon=True)
+                self._syncer.start()
+            self._cond.notify_all()
+        await done
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -187,6 +239,11 @@ class JournaledFiles:
     def close(self) -> None:
         self._stop.set()
         self._checkpointer.join()
+        with self._cond:
+            syncer, self._syncer = self._syncer, None
+            self._cond.notify_all()
+        if syncer is not None:
+            syncer.join()
         with self._cond:
             last = self._segment
         self._finish(last)
@@ -222,7 +279,7 @@ class JournaledFiles:
                 segment.folders.add(file.parent)
             if other is not None:
                 segment.folders.add(other.parent)
-            waits = getattr(self._local, "waits", None)
+            waits = _WAITS.get()
             if waits is not None:
                 waits.append((segment, mine))
             else:
@@ -245,13 +302,31 @@ class JournaledFiles:
                 self._cond.notify_all()
             segment.synced = max(segment.synced, upto)
 
+    def _sync_loop(self) -> None:
+        """Make the run() blocks' writes durable: one pass serves every coroutine waiting by then
+        (their lines share the segment's fdatasyncs), then wakes each on its own loop."""
+        while True:
+            with self._cond:
+                while not self._waiters and self._syncer is not None:
+                    self._cond.wait()
+                batch, self._waiters = self._waiters, []
+                if not batch:
+                    return  # closed, and nobody is waiting
+                error: OSError | None = None
+                try:
+                    for waits, _, _ in batch:
+                        for segment, line in waits:
+                            self._sync_until(segment, line)
+                except OSError as exc:
+                    error = exc
+            for _, loop, done in batch:
+                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+                    loop.call_soon_threadsafe(_settle, done, error)
+
     def _finish(self, segment: _Segment) -> None:
         with self._cond:
             self._sync_until(segment, segment.written)  # writers still waiting on it are released
-        for path in segment.files:
-            _fsync_path(path)
-        for folder in segment.folders:
-            _fsync_path(folder)
+        sync_paths([*segment.files, *segment.folders])
         os.close(segment.fd)
         segment.path.unlink(missing_ok=True)
 
@@ -306,8 +381,7 @@ def _recover_segment(root: Path, segment: Path, boot: str) -> None:
         if redo:
             _redo(op, path, target)
         touched += [target, path.parent, target.parent]
-    for path in dict.fromkeys(touched):
-        _fsync_path(path)
+    sync_paths(list(dict.fromkeys(touched)))
     log.warning("journal %s: %d operations %s", segment.name, len(ops), "redone" if redo else "made durable")
 
 
@@ -337,6 +411,41 @@ def _records(segment: Path) -> Iterator[dict[str, Any]]:
             log.warning("journal %s: skipping a torn line", segment.name)
 
 
+def _syncfs_function() -> Callable[[int], int] | None:
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    except OSError:  # no C library to load (not a Unix)
+        return None
+
+
+_SYNCFS = _syncfs_function()
+
+
+def sync_paths(paths: list[Path]) -> None:
+    """Make `paths` (files and folders) durable. On Linux one `syncfs` per filesystem they are on
+    (one journal commit for all of them, where an fsync each costs one commit each); elsewhere an
+    fsync each. Paths gone since (moved or removed) are skipped: their new state was recorded too."""
+    if _SYNCFS is None:
+        for path in paths:
+            _fsync_path(path)
+        return
+    devices: dict[int, Path] = {}
+    for path in paths:
+        with contextlib.suppress(OSError):
+            devices.setdefault(path.stat().st_dev, path)
+    for path in devices.values():
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        try:
+            if _SYNCFS(fd) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, f"syncfs {path}: {os.strerror(error)}")
+        finally:
+            os.close(fd)
+
+
 def _fsync_path(path: Path) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -346,6 +455,15 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _settle(done: asyncio.Future[None], error: OSError | None) -> None:
+    if done.cancelled():
+        return
+    if error is None:
+        done.set_result(None)
+    else:
+        done.set_exception(error)
 
 
 def _line(record: dict[str, Any]) -> bytes:

@@ -3,6 +3,7 @@ the journal a killed process left (a real subprocess, killed before it could clo
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from genworker import write_journal as journal_module
-from genworker.write_journal import JOURNAL_DIR, JournaledFiles, recover_journals
+from genworker.write_journal import DIRECT, JOURNAL_DIR, JournaledFiles, recover_journals
 
 
 @pytest.fixture
@@ -89,15 +90,32 @@ def test_concurrent_writers_share_one_fdatasync(
     assert all((tmp_path / f"f{i}").read_bytes() == b"x" for i in range(6))
 
 
-def test_checkpoint_fsyncs_the_touched_files_and_drops_the_segment(
+class SyncfsCounter:
+    """Counts the checkpoint's `syncfs` calls (by the folder of the path each was made on)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.paths: list[str] = []
+        real = journal_module._SYNCFS
+        assert real is not None, "Linux has syncfs"
+
+        def syncfs(fd: int) -> int:
+            self.paths.append(str(Path(f"/proc/self/fd/{fd}").readlink()))
+            return real(fd)
+
+        monkeypatch.setattr(journal_module, "_SYNCFS", syncfs)
+
+
+def test_checkpoint_makes_the_touched_files_durable_with_one_syncfs_and_drops_the_segment(
     tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     files.write_atomic(tmp_path / "a", b"1")
     files.write_atomic(tmp_path / "a", b"2")
+    files.write_atomic(tmp_path / "sub" / "b", b"3")
     old = segments(tmp_path)
-    counter = SyncCounter(monkeypatch)
+    counter, syncfs = SyncCounter(monkeypatch), SyncfsCounter(monkeypatch)
     files.checkpoint()
-    assert counter.fsync  # the file and its folder
+    assert len(syncfs.paths) == 1  # two files and two folders, on one filesystem: one syncfs
+    assert len(counter.fsync) == 1  # only .journal/, for the new segment's name
     assert segments(tmp_path) != old and len(segments(tmp_path)) == 1  # a fresh, empty segment
     files.write_atomic(tmp_path / "b", b"3")  # writes go on after a checkpoint
     assert (tmp_path / "b").read_bytes() == b"3"
@@ -213,3 +231,95 @@ def test_writes_together_share_one_wait_even_when_the_block_raises(
     assert len(counter.fdatasync) == 2  # what it wrote is durable all the same
     files.write_atomic(tmp_path / "alone.json", b"a")  # outside a block: its own wait again
     assert len(counter.fdatasync) == 3 and counter.fsync == []
+
+
+def test_without_syncfs_the_checkpoint_fsyncs_each_touched_file_and_folder(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files.write_atomic(tmp_path / "a", b"1")
+    files.write_atomic(tmp_path / "sub" / "b", b"2")
+    files.remove(tmp_path / "a")  # gone by the checkpoint: skipped, its folder is synced
+    monkeypatch.setattr(journal_module, "_SYNCFS", None)
+    counter = SyncCounter(monkeypatch)
+    files.checkpoint()
+    assert len(counter.fsync) == 4  # sub/b, sub/, the root folder, and .journal/ for the new segment
+
+
+class HeldSync:
+    """`os.fdatasync` that blocks until released, and says when the first call is waiting."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, error: OSError | None = None) -> None:
+        self.waiting, self.release = threading.Event(), threading.Event()
+        self.calls: list[int] = []
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            self.calls.append(threading.get_ident())
+            self.waiting.set()
+            assert self.release.wait(30)
+            if error is not None:
+                raise error
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+
+
+@pytest.mark.anyio
+async def test_run_works_on_the_loop_and_returns_once_the_disk_has_it(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldSync(monkeypatch)
+    ran_on: list[int] = []
+
+    def work() -> str:
+        ran_on.append(threading.get_ident())
+        files.write_atomic(tmp_path / "a.json", b"1")
+        with files.together():  # inside run(): run() waits, the block does not
+            files.write_atomic(tmp_path / "b.json", b"2")
+        return "done"
+
+    task = asyncio.create_task(files.run(work))
+    assert await asyncio.to_thread(held.waiting.wait, 30)
+    assert ran_on == [threading.get_ident()]  # on the event loop, no worker thread
+    assert threading.get_ident() not in held.calls  # the loop never waited on the disk
+    assert not task.done()  # run() has not returned: its lines are not on disk yet ...
+    assert await asyncio.sleep(0, "served") == "served"  # ... and the loop serves others meanwhile
+    held.release.set()
+    assert await task == "done"
+    assert (tmp_path / "b.json").read_bytes() == b"2"
+
+
+@pytest.mark.anyio
+async def test_runs_waiting_together_share_one_fdatasync(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldSync(monkeypatch)
+    first = asyncio.create_task(files.run(lambda: files.write_atomic(tmp_path / "f0", b"x")))
+    assert await asyncio.to_thread(held.waiting.wait, 30)  # the first one's fdatasync is held ...
+    others = [
+        asyncio.create_task(files.run(lambda i=i: files.write_atomic(tmp_path / f"f{i}", b"x"))) for i in range(1, 6)
+    ]
+    await asyncio.sleep(0)  # ... while five more runs write and queue up behind it
+    held.release.set()
+    await asyncio.gather(first, *others)
+    assert len(held.calls) == 2  # one for the first, one for the five that waited together
+
+
+@pytest.mark.anyio
+async def test_a_failed_fdatasync_fails_the_run(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldSync(monkeypatch, OSError(5, "Input/output error"))
+    held.release.set()
+    with pytest.raises(OSError, match="Input/output error"):
+        await files.run(lambda: files.write_atomic(tmp_path / "a", b"1"))
+
+
+@pytest.mark.anyio
+async def test_direct_files_run_their_work_in_a_worker_thread(tmp_path: Path) -> None:
+    def work() -> int:
+        DIRECT.write_atomic(tmp_path / "a", b"1")
+        return threading.get_ident()
+
+    assert await DIRECT.run(work) != threading.get_ident()  # its fsyncs never stall the loop
+    assert (tmp_path / "a").read_bytes() == b"1"

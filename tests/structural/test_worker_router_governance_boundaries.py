@@ -23,6 +23,7 @@ ALLOWED_IMPORTS = (
     "genworker.tools.middlewares.policy",
     "genworker.workspace",
     "genworker.worker.governance",
+    "genworker.write_journal",  # how its snapshot files are made durable (a file primitive, not a store)
 )
 
 

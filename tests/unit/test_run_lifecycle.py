@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from genworker.engine.base import RunResult
+from genworker.fsutil import LOCK_STRIPES
 from genworker.llm.client import LLMCallRecord
 from genworker.tools.base import ToolCall
 from genworker.worker.lifecycle import (
@@ -39,6 +40,7 @@ from genworker.worker.task import (
     ToolCallRecord,
     can_transition,
 )
+from genworker.write_journal import JournaledFiles
 
 pytestmark = pytest.mark.anyio
 
@@ -392,3 +394,21 @@ async def test_failures_carry_an_error(lifecycle: TaskLifecycle) -> None:
     run = await lifecycle.fail(REF, "tool_crashed", "send_invoice raised KeyError")
     assert run.error == RunError("tool_crashed", "send_invoice raised KeyError")
     assert run.state is S.FAILED
+
+
+async def test_runs_through_the_write_journal_leave_a_bounded_set_of_lock_files(root: Path) -> None:
+    """Each run is locked for its state changes; the lock files are striped, not one per run.
+    Through the write journal the writes run on the event loop and are durable on return."""
+    files = JournaledFiles(root)
+    try:
+        journaled = TaskLifecycle(root, clock=Ticker(), files=files)
+        for i in range(100):
+            await journaled.persist_initial(manifest(f"r{i}", f"t{i}"), start=True)
+            done = await journaled.complete(RunRef("acme", "w", f"r{i}"), RunResult("completed", "ok"))
+            assert done.state is S.COMPLETED
+    finally:
+        files.close()
+    worker = root / "tenants" / "acme" / "workers" / "w"
+    assert len(list((worker / "runs").glob("r*.json"))) == 100
+    assert len(list((worker / "tasks" / "done").glob("t*.json"))) == 100
+    assert 1 < len(list((worker / "runs" / ".locks").iterdir())) <= LOCK_STRIPES

@@ -2,18 +2,17 @@
 
 Writes are atomic (temp file in the same folder, rename) and durable through `files`
 (write_journal.py); the compare-and-set runs under an exclusive ``flock`` on
-``sessions/.locks/{session_id}.lock``, so several runtime processes can share one workspace.
-Every blocking call runs in a worker thread, never in the event loop.
+``sessions/.locks/NN.lock`` (striped by session id), so several runtime processes can share one
+workspace. A turn's `get` and `save` run through `files.run` (on the event loop when writes are
+journaled, no fsync there); every other blocking call runs in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import logging
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -22,14 +21,13 @@ from genworker.conversation.codec import decode_session, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionError
 from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
 from genworker.conversation.store import check_owner, is_expired, newest_first
+from genworker.fsutil import striped_lock
 from genworker.ids import PathEscapeError, is_inside, safe_join, validate_id
 from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["FileSessionStore"]
 
 log = logging.getLogger(__name__)
-
-_LOCKS = ".locks"
 
 
 class FileSessionStore:
@@ -48,11 +46,13 @@ class FileSessionStore:
             raise PathEscapeError(f"{path} resolves outside {self._root}")
         return path
 
+    # A turn's read and write go through `files.run`: on the event loop when writes are journaled
+    # (no fsync there), in a worker thread otherwise.
     async def get(self, tenant_id: str, session_id: str) -> ConversationSession | None:
-        return await asyncio.to_thread(self._get, tenant_id, session_id)
+        return await self._files.run(lambda: self._get(tenant_id, session_id))
 
     async def save(self, session: ConversationSession, expected_version: int) -> ConversationSession:
-        return await asyncio.to_thread(self._save, session, expected_version)
+        return await self._files.run(lambda: self._save(session, expected_version))
 
     async def list(self, tenant_id: str, worker_id: str | None = None) -> tuple[SessionSummary, ...]:
         return await asyncio.to_thread(self._list, tenant_id, worker_id)
@@ -64,7 +64,7 @@ class FileSessionStore:
         """Remove the files of expired sessions (they already read as absent); returns how many."""
         return await asyncio.to_thread(self._purge, tenant_id)
 
-    # -- blocking parts, run in a worker thread ------------------------------------
+    # -- blocking parts ---------------------------------------------------------------
 
     def _dir(self, tenant_id: str) -> Path:
         return safe_join(self._root, "tenants", validate_id(tenant_id, "tenant id"), "sessions")
@@ -144,15 +144,6 @@ def _session_files(folder: Path, prefix: str) -> list[Path]:
     ]
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive flock shared with every process using the same workspace."""
-    locks = path.parent / _LOCKS
-    locks.mkdir(parents=True, exist_ok=True)
-    fd = os.open(locks / f"{path.stem}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
-
+def _locked(path: Path) -> AbstractContextManager[None]:
+    """An exclusive flock shared with every process using the same workspace (a striped lock file)."""
+    return striped_lock(path.parent, path.stem)

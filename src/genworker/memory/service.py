@@ -176,7 +176,9 @@ class MemoryService:
     async def _write(
         self, binding: MemoryBinding, scope: Scope, title: str, text: str, *, source: str,
         provenance: Provenance | None, kind: Literal["episode", "summary"] = "episode", secrets: tuple[str, ...] = (),
+        index: bool = True,
     ) -> Episode:  # fmt: skip
+        """Write the episode file; then, unless the caller indexes it itself (`index=False`), index it."""
         if looks_like_error(text):
             raise MemoryPolicyError("error text never becomes memory")
         now = datetime.now(UTC)
@@ -193,7 +195,10 @@ class MemoryService:
             or Provenance(run_id=binding.run_id, duty_id=binding.duty_id, thread_id=binding.thread_id),
             body=redact_for_memory(text, secrets),
         )
-        await asyncio.to_thread(self.owner_of(binding, scope).write, episode)
+        owner = self.owner_of(binding, scope)
+        await self.files.run(lambda: owner.episodes.write(episode))  # the file: on the loop when journaled
+        if index:
+            await asyncio.to_thread(owner.index_episode, episode)  # SQLite (and embeddings): a worker thread
         return episode
 
     async def record_run(self, binding: MemoryBinding, outcome: RunOutcome) -> Episode | None:
@@ -220,16 +225,20 @@ class MemoryService:
         title = outcome.user_text.strip().splitlines()[0] if outcome.user_text.strip() else "run"
         body = f"Request: {outcome.user_text.strip()}\n\nOutcome: {answer}"
         episode = await self._write(
-            binding, scope, title, body, source="run", provenance=provenance, secrets=outcome.secrets
+            binding, scope, title, body, source="run", provenance=provenance, secrets=outcome.secrets, index=False
         )
-        owner = self.worker(binding.tenant_id, binding.worker_id)
-        if binding.thread_id is not None:
-            await asyncio.to_thread(self._index_turns, owner, binding, outcome, episode)
+        await asyncio.to_thread(self._index_run, binding, scope, outcome, episode)  # one thread hop for both
         if outcome.recalled:
             await asyncio.to_thread(self._reinforce, binding, outcome.recalled)
         if self.config.extract and self.llm is not None:
             await self._extract(binding, scope, outcome)
         return episode
+
+    def _index_run(self, binding: MemoryBinding, scope: Scope, outcome: RunOutcome, episode: Episode) -> None:
+        """The run's episode in its owner's index, and its turns in the worker's session search."""
+        self.owner_of(binding, scope).index_episode(episode)
+        if binding.thread_id is not None:
+            self._index_turns(self.worker(binding.tenant_id, binding.worker_id), binding, outcome, episode)
 
     @staticmethod
     def _index_turns(owner: OwnerMemory, binding: MemoryBinding, outcome: RunOutcome, episode: Episode) -> None:

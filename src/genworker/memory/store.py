@@ -41,12 +41,16 @@ class OwnerMemory:
     def write(self, episode: Episode) -> Path:
         """File first; then the index, whose failure is logged and left for the next sync."""
         path = self.episodes.write(episode)
+        self.index_episode(episode)
+        return path
+
+    def index_episode(self, episode: Episode) -> None:
+        """Add a written episode to the index; a failure is logged and left for the next sync."""
         try:
             self.index.add([episode])
         except Exception:
-            log.exception("memory: episode %s is stored but not indexed; the next sync indexes it", path)
+            log.exception("memory: episode %s is stored but not indexed; the next sync indexes it", episode.episode_id)
             self._synced = False
-        return path
 
     def sync(self) -> int:
         """Bring the index in line with the files (episodes written while indexing failed, files

@@ -500,7 +500,7 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         tasks=TaskLifecycle(
             root, owner=runtime.leases.instance_id if runtime.leases is not None else None, files=files
         ),
-        governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations)),
+        governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations), files=files),
         confirmations=confirmations,
         matcher=SkillMatcher(),
         memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm, files=files),

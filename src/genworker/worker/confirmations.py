@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from genworker.autonomy.inbox.models import InboxWriter, new_item
 from genworker.events import EventBus, EventBusError, new_event
-from genworker.fsutil import file_lock, write_atomic
+from genworker.fsutil import striped_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.worker.governance import Approval
 from genworker.worker.governance.evidence import evidence_from
@@ -305,7 +305,7 @@ class ConfirmationStore:
 
     def _locked(self, tenant_id: str, worker_id: str, confirmation_id: str) -> Any:
         folder = self._folder(tenant_id, worker_id)
-        return file_lock(folder / ".locks" / f"{validate_id(confirmation_id, 'confirmation id')}.lock")
+        return striped_lock(folder, validate_id(confirmation_id, "confirmation id"))
 
     def _write(self, confirmation: Confirmation) -> None:
         path = self._path(confirmation.tenant_id, confirmation.worker_id, confirmation.confirmation_id)

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from genworker.fsutil import create_exclusive, file_lock, write_atomic
+from genworker.fsutil import create_exclusive, file_lock, striped_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 
 __all__ = [
@@ -134,7 +134,7 @@ class SuggestionStore:
         return sorted(found, key=lambda s: s.created_at, reverse=True)
 
     def lock(self, tenant_id: str, worker_id: str, sid: str) -> Any:
-        return file_lock(self._folder(tenant_id, worker_id) / ".locks" / f"{validate_id(sid, 'suggestion id')}.lock")
+        return striped_lock(self._folder(tenant_id, worker_id), validate_id(sid, "suggestion id"))
 
     def save_decision(
         self, suggestion: Suggestion, status: SuggestionStatus, by: str, result: str | None

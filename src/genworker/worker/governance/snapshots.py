@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -30,6 +28,7 @@ from pydantic import (
 
 from genworker.ids import InvalidIdError, PathEscapeError, safe_join
 from genworker.worker.governance.errors import SnapshotError
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = [
     "CONTRACT_DIR",
@@ -180,8 +179,9 @@ def _version_token(version: str) -> str:
 
 
 class SnapshotStore:
-    def __init__(self, workspace_root: Path) -> None:
+    def __init__(self, workspace_root: Path, files: DurableFiles = DIRECT) -> None:
         self._root = workspace_root
+        self.files = files  # how writes are made durable (write_journal.py)
 
     def worker_dir(self, tenant_id: str, worker_id: str) -> Path:
         return safe_join(self._root, "tenants", tenant_id, "workers", worker_id)
@@ -206,24 +206,8 @@ class SnapshotStore:
         if path.is_file():
             return
         data = json.dumps(model.model_dump(mode="json"), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        tmp = Path(name)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            tmp.chmod(0o644)
-            tmp.replace(path)  # a racing writer of the same name writes the same bytes
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        # a racing writer of the same name writes the same bytes: whoever links first wins
+        self.files.create_exclusive(path, data.encode("utf-8"), mode=0o644)
 
     # -- reading ----------------------------------------------------------------------------
 

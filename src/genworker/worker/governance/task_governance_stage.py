@@ -8,7 +8,6 @@ decision. `evaluate` does blocking file I/O; `evaluate_async` runs it in a worke
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
@@ -32,6 +31,7 @@ from genworker.worker.governance.snapshots import (
     SnapshotStore,
 )
 from genworker.workspace.models import DutySpec
+from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["TABLE_SOURCE", "TaskGovernanceStage"]
 
@@ -46,15 +46,17 @@ class TaskGovernanceStage:
         *,
         approvals: ApprovalResolver | None = None,
         bindings: DutyBindingResolver | None = None,
+        files: DurableFiles = DIRECT,
     ) -> None:
         self._root = workspace_root
-        self.snapshots = SnapshotStore(workspace_root)
+        self.snapshots = SnapshotStore(workspace_root, files)
         self._approvals = approvals or ApprovalResolver()
         self._bindings = bindings or DutyBindingResolver()
         self.gate = PolicyGate()
 
     async def evaluate_async(self, inp: GovernanceInput) -> GovernanceOutcome:
-        return await asyncio.to_thread(self.evaluate, inp)
+        # on the event loop when snapshot writes are journaled (no fsync there), else in a worker thread
+        return await self.snapshots.files.run(lambda: self.evaluate(inp))
 
     def evaluate(self, inp: GovernanceInput) -> GovernanceOutcome:
         binding = self._bindings.resolve(inp)

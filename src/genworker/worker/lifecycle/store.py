@@ -4,7 +4,7 @@
     tenants/{t}/workers/{w}/tasks/done/{task_id}.json     ... moved here when the run ends
     tenants/{t}/workers/{w}/runs/{run_id}.json            RunRecord
     tenants/{t}/workers/{w}/runs/_idempotency/{h}.json    IdempotencyClaim, h = sha256(key)[:32]
-    .../.locks/*.lock                                     flock files (content unused)
+    .../.locks/NN.lock                                    striped flock files (content unused)
 
 Blocking and policy-free: it never decides a state. Only `TaskLifecycle` may call its write
 methods (tests/structural/test_task_state_boundaries.py).
@@ -22,9 +22,10 @@ from typing import ClassVar
 
 from pydantic import ConfigDict, TypeAdapter
 
+from genworker.fsutil import striped_lock
 from genworker.ids import InvalidIdError, PathEscapeError, is_inside, safe_join, validate_id
 from genworker.worker.lifecycle.errors import RunExists, RunNotFound, TaskExists, TaskFileError, TaskNotFound
-from genworker.worker.lifecycle.files import encode, file_lock, read_file
+from genworker.worker.lifecycle.files import encode, read_file
 from genworker.worker.task import RUN_SCHEMA_VERSION, TASK_SCHEMA_VERSION, RunRecord, RunRef, TaskManifest
 from genworker.write_journal import DIRECT, DurableFiles
 
@@ -67,30 +68,33 @@ class TaskStore:
         validate_id(worker_id, "worker_id")
         return safe_join(self.root, "tenants", tenant_id, "workers", worker_id)
 
-    def _json(self, folder: Path, file_id: str, kind: str) -> Path:
-        path = folder / f"{validate_id(file_id, kind)}.json"
-        if not is_inside(self.root, path):
+    def _json(self, worker: Path, sub: str, file_id: str, kind: str) -> Path:
+        """`worker/sub/{file_id}.json`. `worker_dir` checked the path down to `worker`, so only
+        the parts below it are checked here (a symlink there must not lead outside)."""
+        path = worker / sub / f"{validate_id(file_id, kind)}.json"
+        if not is_inside(worker, path):
             raise PathEscapeError(f"{path} resolves outside {self.root}")
         return path
 
     def run_path(self, ref: RunRef) -> Path:
-        return self._json(self.worker_dir(ref.tenant_id, ref.worker_id) / "runs", ref.run_id, "run_id")
+        return self._json(self.worker_dir(ref.tenant_id, ref.worker_id), "runs", ref.run_id, "run_id")
 
     def manifest_path(self, tenant_id: str, worker_id: str, task_id: str, *, done: bool = False) -> Path:
-        folder = self.worker_dir(tenant_id, worker_id) / "tasks" / ("done" if done else "active")
-        return self._json(folder, task_id, "task_id")
+        sub = "tasks/done" if done else "tasks/active"
+        return self._json(self.worker_dir(tenant_id, worker_id), sub, task_id, "task_id")
 
     def claim_path(self, tenant_id: str, worker_id: str, key: str) -> Path:
-        folder = self.worker_dir(tenant_id, worker_id) / "runs" / "_idempotency"
-        return self._json(folder, idempotency_digest(key), "idempotency digest")
+        return self._json(
+            self.worker_dir(tenant_id, worker_id), "runs/_idempotency", idempotency_digest(key), "idempotency digest"
+        )
 
     def run_lock(self, ref: RunRef) -> AbstractContextManager[None]:
         path = self.run_path(ref)
-        return file_lock(path.parent / ".locks" / f"{path.stem}.lock")
+        return striped_lock(path.parent, path.stem)
 
     def claim_lock(self, tenant_id: str, worker_id: str, key: str) -> AbstractContextManager[None]:
         path = self.claim_path(tenant_id, worker_id, key)
-        return file_lock(path.parent / ".locks" / f"{path.stem}.lock")
+        return striped_lock(path.parent, path.stem)
 
     # -- reads -------------------------------------------------------------------------
 

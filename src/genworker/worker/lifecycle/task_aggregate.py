@@ -3,7 +3,8 @@
 Every command reads the run under its lock, checks the move against `TRANSITIONS`, writes the
 new record (version + 1) and, when the run has ended, moves the manifest to tasks/done/.
 Runners, routers, heartbeat and confirmation flows call these commands and nothing else.
-Blocking file work runs in a worker thread (`asyncio.to_thread`).
+Blocking reads run in a worker thread (`asyncio.to_thread`); writes through the store's
+`DurableFiles.run` (on the event loop when the write journal is on: write_journal.py).
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class TaskLifecycle:
 
         `start=True` records queued -> running in the same write, for a caller that already holds
         its turn (one durable write instead of two)."""
-        return await asyncio.to_thread(self._persist_initial, manifest, start)
+        return await self._store.files.run(lambda: self._persist_initial(manifest, start))
 
     def _persist_initial(self, manifest: TaskManifest, start: bool = False) -> RunRecord:
         now = self._now()
@@ -276,7 +277,7 @@ class TaskLifecycle:
             moved = _advance(run, target, now, note)
             return moved if error is None else replace(moved, error=error)
 
-        return await asyncio.to_thread(self._apply, ref, change)
+        return await self._store.files.run(lambda: self._apply(ref, change))
 
     async def start(self, ref: RunRef) -> RunRecord:
         """queued -> running."""
@@ -294,11 +295,11 @@ class TaskLifecycle:
                 return moved
             return replace(moved, provenance=replace(moved.provenance, approval_ref=approval_ref))
 
-        return await asyncio.to_thread(self._apply, ref, change)
+        return await self._store.files.run(lambda: self._apply(ref, change))
 
     async def wait_approval(self, ref: RunRef, call: ToolCall, reason: str = "") -> RunRecord:
         """running -> waiting_approval on `call` (the run keeps no LLM slot while it waits)."""
-        return await asyncio.to_thread(self._apply, ref, lambda run, now: _waiting(run, call, reason, now))
+        return await self._store.files.run(lambda: self._apply(ref, lambda run, now: _waiting(run, call, reason, now)))
 
     async def pause(self, ref: RunRef, reason: str = "") -> RunRecord:
         return await self._move(ref, RunState.PAUSED, reason)
@@ -323,7 +324,7 @@ class TaskLifecycle:
         def change(run: RunRecord, now: datetime) -> RunRecord:
             return _settled(replace(run, tool_calls=(*run.tool_calls, *tool_calls)), result, goal_status, now)
 
-        return await asyncio.to_thread(self._apply, ref, change)
+        return await self._store.files.run(lambda: self._apply(ref, change))
 
     async def fail(self, ref: RunRef, code: str, message: str = "") -> RunRecord:
         return await self._move(ref, RunState.FAILED, code, error=RunError(code, message))
@@ -348,7 +349,7 @@ class TaskLifecycle:
                 raise RunClosed(run.ref, run.state, f"record tool call {call.call_id}")
             return replace(run, tool_calls=(*run.tool_calls, call))
 
-        return await asyncio.to_thread(self._apply, ref, change)
+        return await self._store.files.run(lambda: self._apply(ref, change))
 
     async def add_deliverable(self, ref: RunRef, deliverable: Deliverable) -> RunRecord:
         def change(run: RunRecord, now: datetime) -> RunRecord:
@@ -356,7 +357,7 @@ class TaskLifecycle:
                 raise RunClosed(run.ref, run.state, "add a deliverable")
             return replace(run, deliverables=(*run.deliverables, deliverable))
 
-        return await asyncio.to_thread(self._apply, ref, change)
+        return await self._store.files.run(lambda: self._apply(ref, change))
 
     # -- recovery ----------------------------------------------------------------------
 
