@@ -5,7 +5,8 @@ pre_script runs once before the engine, and compaction kicks in under a small bu
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -243,3 +244,47 @@ def test_unknown_worker_and_skill_are_route_errors(
         with pytest.raises(RouteError, match="no skill"):
             route(client, runtime, replace(RouteRequest("acme", "alice", "x"), skill_id="missing"))
     _ = asyncio
+
+
+def test_a_message_queued_behind_a_busy_thread_sees_the_turn_before_it(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    """The second message waits for the first turn, then reads the thread: its context holds the
+    first exchange (its session was not read before it waited)."""
+    first_asked, release = threading.Event(), threading.Event()
+
+    def hold_first(body: dict[str, Any]) -> None:
+        first_asked.set()
+        assert release.wait(30)
+
+    def sees_first_turn(body: dict[str, Any]) -> None:
+        contents = [str(m.get("content")) for m in body["messages"]]
+        assert "first question" in contents and "first answer" in contents, contents
+
+    model_server.expect(Reply("first answer", check=hold_first), Reply("second answer", check=sees_first_turn))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.router is not None
+        router = runtime.router
+
+        async def both() -> tuple[list[RouterEvent], list[RouterEvent]]:
+            first = asyncio.create_task(
+                collect(router.route_stream(RouteRequest("acme", "alice", "first question", thread_id="t1")))
+            )
+            await asyncio.to_thread(first_asked.wait, 30)  # the first turn holds the thread
+            second = asyncio.create_task(
+                collect(router.route_stream(RouteRequest("acme", "alice", "second question", thread_id="t1")))
+            )
+            for _ in range(10_000):  # no I/O before the queue: a few loop passes get it there
+                if (await router.queue.status("acme", "t1")).waiting:
+                    break
+                await asyncio.sleep(0)
+            assert (await router.queue.status("acme", "t1")).waiting, "the second message is queued"
+            release.set()
+            return await first, await second
+
+        first, second = client.portal.call(both)  # type: ignore[union-attr]
+    assert [e.result.status for e in (first[-1], second[-1]) if isinstance(e, RouteDone)] == ["completed"] * 2
+
+
+async def collect(events: AsyncIterator[RouterEvent]) -> list[RouterEvent]:
+    return [event async for event in events]

@@ -56,6 +56,9 @@ class SessionManager:
         thread = thread_id if thread_id is not None else self._new_thread_id()
         return await self._get_or_create(tenant_id, "thread", worker_id, thread, ttl_s, metadata)
 
+    def new_thread_id(self) -> str:
+        return self._new_thread_id()
+
     async def main_session(self, tenant_id: str, worker_id: str) -> ConversationSession:
         return await self._get_or_create(tenant_id, "main", worker_id, MAIN_THREAD_ID, None, None)
 

@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from genworker.conversation import AssistantMessage, SessionManager, ThreadQueue, UserMessage, to_model_messages
-from genworker.conversation.models import ConversationSession
+from genworker.conversation.models import ConversationSession, session_id_for
 from genworker.engine.base import EngineDeps, EngineRequest, RunResult, RunStatus
 from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
+from genworker.ids import validate_id
 from genworker.llm.client import LLMClient
 from genworker.memory import MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
@@ -126,21 +127,31 @@ class WorkerRouter:
         worker = self.resolve(req.tenant_id, req.worker_id)
         if req.skill_id is not None and req.skill_id not in worker.skills:
             raise RouteError("skill_not_found", f"worker {req.worker_id!r} has no skill {req.skill_id!r}", 422)
-        session = await self._session(req)
-        thread_id = session.thread_id if session is not None else (req.thread_id or f"task{uuid.uuid4().hex[:12]}")
+        thread_id = self._thread_id(req)
         run_id, task_id = f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}"
         yield RouteAccepted(thread_id, run_id, task_id)
         async with self.queue.turn(req.tenant_id, thread_id, run_id):
+            # Read inside the turn: a message queued behind a busy thread sees the turn before it.
+            session = await self._session(req, thread_id)
             async for event in self._run(req, worker, session, thread_id, run_id, task_id):
                 yield event
 
-    async def _session(self, req: RouteRequest) -> ConversationSession | None:
+    def _thread_id(self, req: RouteRequest) -> str:
+        """The caller's thread (checked as its session id will be), or a new one."""
         if not req.conversational:
-            return None
+            return req.thread_id or f"task{uuid.uuid4().hex[:12]}"
+        thread_id = req.thread_id or self.sessions.new_thread_id()
         try:
-            return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, req.thread_id)
+            validate_id(req.tenant_id, "tenant id")
+            session_id_for("thread", req.worker_id, thread_id)
         except ValueError as exc:
             raise RouteError("invalid_thread_id", str(exc), 422) from None
+        return thread_id
+
+    async def _session(self, req: RouteRequest, thread_id: str) -> ConversationSession | None:
+        if not req.conversational:
+            return None
+        return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, thread_id)
 
     async def _run(
         self,
