@@ -138,12 +138,15 @@ class WorkerRouter:
 
     def _thread_id(self, req: RouteRequest) -> str:
         """The caller's thread (checked as its session id will be), or a new one."""
-        if not req.conversational:
-            return req.thread_id or f"task{uuid.uuid4().hex[:12]}"
-        thread_id = req.thread_id or self.sessions.new_thread_id()
+        if req.conversational:
+            thread_id = req.thread_id or self.sessions.new_thread_id()
+        else:
+            thread_id = req.thread_id or f"task{uuid.uuid4().hex[:12]}"
         try:
             validate_id(req.tenant_id, "tenant id")
-            session_id_for("thread", req.worker_id, thread_id)
+            validate_id(thread_id, "thread id")
+            if req.conversational:
+                session_id_for("thread", req.worker_id, thread_id)
         except ValueError as exc:
             raise RouteError("invalid_thread_id", str(exc), 422) from None
         return thread_id
