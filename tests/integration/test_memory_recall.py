@@ -8,6 +8,7 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -254,3 +255,31 @@ async def test_recalled_and_used_episodes_are_reinforced(service: MemoryService)
     used = tuple(h.episode_id for h in recalled.hits)
     await service.record_run(second, RunOutcome("weekly report", "Sent it again.", recalled=used))
     assert service.worker("acme", "alice").episodes.read(episode.episode_id).recall_count == 1
+
+
+async def test_recall_reads_the_index_on_the_loop_once_the_files_are_synced(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first recall syncs the index with the files in a worker thread; later ones (no
+    embedding model) read SQLite on the event loop, where a thread hop would cost more."""
+    import threading
+
+    from genworker.memory.service import LocalIndexProvider
+
+    threads: list[int] = []
+    real = LocalIndexProvider._recall
+
+    def recording(self: LocalIndexProvider, query: MemoryQuery) -> Any:
+        threads.append(threading.get_ident())
+        return real(self, query)
+
+    monkeypatch.setattr(LocalIndexProvider, "_recall", recording)
+    binding = MemoryBinding("acme", "alice", run_id="run_1", thread_id="t1")
+    await service.record_run(
+        binding, RunOutcome("what is the vendor audit about?", "The vendor audit covers payments.")
+    )
+    first = await service.recall_for_run(binding, "vendor audit")
+    second = await service.recall_for_run(binding, "vendor audit")
+    loop_thread = threading.get_ident()
+    assert threads[0] != loop_thread and threads[1] == loop_thread
+    assert [h.episode_id for h in first.hits] == [h.episode_id for h in second.hits] != []

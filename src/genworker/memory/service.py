@@ -382,6 +382,12 @@ class LocalIndexProvider:
         self.service = service
 
     async def recall(self, query: MemoryQuery) -> Sequence[MemoryHit]:
+        b = query.binding
+        owners = (self.service.worker(b.tenant_id, b.worker_id), self.service.tenant(b.tenant_id))
+        if self.service.embed is None and all(o.synced or not o.episodes.folder.is_dir() for o in owners):
+            # One SQLite FTS read (WAL: it never waits for a writer), cheaper than a thread hop; the
+            # first recall's sync of the files and any embedding run in a worker thread.
+            return self._recall(query)
         return await asyncio.to_thread(self._recall, query)
 
     def _recall(self, query: MemoryQuery) -> list[MemoryHit]:

@@ -38,6 +38,11 @@ class OwnerMemory:
         )
         self._synced = False
 
+    @property
+    def synced(self) -> bool:
+        """Whether `sync()` has nothing left to do (it ran in this process, and no write failed since)."""
+        return self._synced
+
     def write(self, episode: Episode) -> Path:
         """File first; then the index, whose failure is logged and left for the next sync."""
         path = self.episodes.write(episode)
