@@ -58,7 +58,8 @@ _WAITS: ContextVar[_Waits | None] = ContextVar("genworker_journal_waits", defaul
 
 
 class DurableFiles(Protocol):
-    """Blocking file operations, each durable when it returns (call them from a worker thread)."""
+    """Blocking file operations, each durable when it returns: call them from a worker thread, or
+    from async code through `run()`."""
 
     def write_atomic(self, path: Path, data: bytes, *, mode: int | None = None) -> None: ...
 
@@ -69,7 +70,8 @@ class DurableFiles(Protocol):
     def remove(self, path: Path) -> bool: ...
 
     def together(self) -> AbstractContextManager[None]:
-        """Operations in this block (this thread) are durable when it ends, sharing one wait."""
+        """Operations in this block (this thread; a plain `with`, no `await` inside) are durable
+        when it ends, sharing one wait."""
         ...
 
     async def run(self, work: Callable[[], T]) -> T:
