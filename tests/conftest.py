@@ -61,6 +61,19 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture
+def keyword_skill() -> Callable[[str, str], str]:
+    """The SKILL.md text of a skill the matcher picks by one weighted keyword."""
+
+    def text(name: str, keyword: str) -> str:
+        return (
+            f"---\nname: {name}\ndescription: Handles {keyword} work.\nmetadata:\n  genworker:\n"
+            f"    keywords:\n      - {{keyword: {keyword}, weight: 2.0}}\n---\nDo the {keyword} work.\n"
+        )
+
+    return text
+
+
+@pytest.fixture
 def write_tree(tmp_path: Path) -> Callable[[Mapping[str, str]], Path]:
     """Write {relative path: text} under tmp_path/"ws" and return that root."""
 

@@ -9,7 +9,8 @@ way the operation survives a power loss once the call returns.
 From async code, `run(work)` runs a block of blocking file work and returns once what it wrote is
 durable: `DirectFiles` in a worker thread (its fsyncs would stall the event loop); `JournaledFiles`
 on the event loop itself, since its operations never wait on the disk there, and then awaits the
-journal's `fdatasync`, which a syncer thread does for every waiting coroutine at once. A request's
+journal's `fdatasync`, which a group-commit thread (`group_commit.py`) does for every waiting
+coroutine at once. A request's
 file work then costs no thread hop and no thread switch per store call.
 
 A checkpoint thread closes the journal's segment every `interval_s`, makes the files and folders
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from genworker.fsutil import create_exclusive, fsync_dir, move_file, remove_file, write_atomic
+from genworker.group_commit import GroupCommit, Request
 
 __all__ = ["DIRECT", "DirectFiles", "DurableFiles", "JournaledFiles", "current_boot_id", "recover_journals"]
 
@@ -137,8 +139,7 @@ class JournaledFiles:
         self._lock_fd = os.open(self.folder / f"{self.owner}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         self._cond = threading.Condition()
-        self._waiters: list[tuple[_Waits, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._syncer: threading.Thread | None = None  # started by the first run() that has to wait
+        self._syncs: GroupCommit[_Waits, None] = GroupCommit(self._sync_batch, name="journal-sync")  # run()'s waits
         self._numbers = iter(range(1, 1 << 62))
         self._segment = self._open_segment()
         self._stop = threading.Event()
@@ -199,7 +200,7 @@ class JournaledFiles:
 
     async def run(self, work: Callable[[], T]) -> T:
         """`work` runs here, on the event loop: its operations only write and append. Then the
-        syncer thread makes what it wrote durable while the loop serves others (also when `work`
+        group-commit thread makes what it wrote durable while the loop serves others (also when `work`
         raised after writing something)."""
         if _WAITS.get() is not None:  # inside a together() block: that block waits
             return work()
@@ -213,18 +214,19 @@ class JournaledFiles:
                 await self._durable(waits)
 
     async def _durable(self, waits: _Waits) -> None:
-        loop = asyncio.get_running_loop()
         with self._cond:
             owed = [(segment, line) for segment, line in waits if segment.synced < line]
-            if not owed:
-                return
-            done: asyncio.Future[None] = loop.create_future()
-            self._waiters.append((owed, loop, done))
-            if self._syncer is None:
-                self._syncer = threading.Thread(target=self._sync_loop, name="journal-syncer", daemon=True)
-                self._syncer.start()
-            self._cond.notify_all()
-        await done
+        if owed:
+            await self._syncs.submit(owed)
+
+    def _sync_batch(self, batch: list[Request[_Waits, None]]) -> list[Request[_Waits, None]]:
+        """In the group-commit thread: every run() waiting by now shares the segment's fdatasyncs."""
+        with self._cond:
+            for request in batch:
+                for segment, line in request.value:
+                    self._sync_until(segment, line)
+                request.future.set_result(None)
+        return []
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -241,11 +243,6 @@ class JournaledFiles:
     def close(self) -> None:
         self._stop.set()
         self._checkpointer.join()
-        with self._cond:
-            syncer, self._syncer = self._syncer, None
-            self._cond.notify_all()
-        if syncer is not None:
-            syncer.join()
         with self._cond:
             last = self._segment
         self._finish(last)
@@ -303,27 +300,6 @@ class JournaledFiles:
                 segment.syncing = False
                 self._cond.notify_all()
             segment.synced = max(segment.synced, upto)
-
-    def _sync_loop(self) -> None:
-        """Make the run() blocks' writes durable: one pass serves every coroutine waiting by then
-        (their lines share the segment's fdatasyncs), then wakes each on its own loop."""
-        while True:
-            with self._cond:
-                while not self._waiters and self._syncer is not None:
-                    self._cond.wait()
-                batch, self._waiters = self._waiters, []
-                if not batch:
-                    return  # closed, and nobody is waiting
-                error: OSError | None = None
-                try:
-                    for waits, _, _ in batch:
-                        for segment, line in waits:
-                            self._sync_until(segment, line)
-                except OSError as exc:
-                    error = exc
-            for _, loop, done in batch:
-                with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-                    loop.call_soon_threadsafe(_settle, done, error)
 
     def _finish(self, segment: _Segment) -> None:
         with self._cond:
@@ -457,15 +433,6 @@ def _fsync_path(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _settle(done: asyncio.Future[None], error: OSError | None) -> None:
-    if done.cancelled():
-        return
-    if error is None:
-        done.set_result(None)
-    else:
-        done.set_exception(error)
 
 
 def _line(record: dict[str, Any]) -> bytes:

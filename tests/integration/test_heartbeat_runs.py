@@ -134,20 +134,13 @@ def test_a_task_route_starts_a_standard_task_tagged_with_its_sensor(
     assert meta(workspace)["open_concerns"] == []  # closed when the run completed
 
 
-def skill(name: str, keyword: str) -> str:
-    return (
-        f"---\nname: {name}\ndescription: Handles {keyword} work.\nmetadata:\n  genworker:\n"
-        f"    keywords:\n      - {{keyword: {keyword}, weight: 2.0}}\n---\nDo the {keyword} work.\n"
-    )
-
-
 def test_preferred_skills_weigh_in_and_do_not_override_a_clear_match(
-    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, keyword_skill: Callable[[str, str], str]
 ) -> None:
     skills = workspace / "tenants/acme/workers/alice/skills"
     for name, keyword in (("triage", "alert"), ("billing", "invoice")):
         (skills / name).mkdir(parents=True)
-        (skills / name / "SKILL.md").write_text(skill(name, keyword), encoding="utf-8")
+        (skills / name / "SKILL.md").write_text(keyword_skill(name, keyword), encoding="utf-8")
 
     def runs(skill_text: str) -> Callable[[dict[str, Any]], None]:
         def check(body: dict[str, Any]) -> None:

@@ -166,20 +166,13 @@ def test_small_budget_compacts_old_history(tmp_path: Path, workspace: Path, mode
     assert "Earlier: four questions about numbers." in compacted and "and now?" in compacted
 
 
-def skill(name: str, keyword: str) -> str:
-    return (
-        f"---\nname: {name}\ndescription: Handles {keyword} work.\nmetadata:\n  genworker:\n"
-        f"    keywords:\n      - {{keyword: {keyword}, weight: 2.0}}\n---\nDo the {keyword} work.\n"
-    )
-
-
 def test_the_run_records_the_skill_the_matcher_chose_or_the_callers(
-    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, keyword_skill: Callable[[str, str], str]
 ) -> None:
     for name, keyword in (("triage", "alert"), ("billing", "invoice")):
         (workspace / f"tenants/acme/workers/alice/skills/{name}").mkdir(parents=True)
         (workspace / f"tenants/acme/workers/alice/skills/{name}/SKILL.md").write_text(
-            skill(name, keyword), encoding="utf-8"
+            keyword_skill(name, keyword), encoding="utf-8"
         )
     model_server.expect(Reply("Triaged."), Reply("Billed."))
     text = "a disk alert on db-1"

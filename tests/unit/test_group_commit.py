@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from genworker.autonomy.inbox.group_commit import GroupCommit, Request
+from genworker.group_commit import GroupCommit, Request
 
 pytestmark = pytest.mark.anyio
 

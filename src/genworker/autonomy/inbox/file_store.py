@@ -49,7 +49,6 @@ from typing import Final, NamedTuple
 from genworker.autonomy.inbox import journal
 from genworker.autonomy.inbox.codec import check_owner, decode_item, encode_item
 from genworker.autonomy.inbox.errors import InboxCorruptError, InboxError, InboxSchemaError
-from genworker.autonomy.inbox.group_commit import GroupCommit, Request
 from genworker.autonomy.inbox.journal import JOURNAL_NAME, JournalMark
 from genworker.autonomy.inbox.models import InboxItem, InboxState
 from genworker.autonomy.inbox.settler import Settler
@@ -66,6 +65,7 @@ from genworker.autonomy.inbox.store import (
 )
 from genworker.autonomy.inbox.topics import publish_quietly, written_event
 from genworker.events import EventBus
+from genworker.group_commit import GroupCommit, Request
 from genworker.ids import safe_join, validate_id
 
 __all__ = ["FileInboxStore"]
