@@ -37,8 +37,8 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +56,22 @@ _FORMAT = 1
 
 T = TypeVar("T")
 _Waits = list[tuple["_Segment", int]]
-_WAITS: ContextVar[_Waits | None] = ContextVar("genworker_journal_waits", default=None)  # a block's owed waits
+
+
+class _Block(list[tuple["_Segment", int]]):
+    """The journal lines a `together()`, `run()` or `batch()` block owes a wait for. A task started in
+    a block copies it with its context and may outlive it: once the block has ended (`closed`, set
+    under the journal's lock) its operations wait for themselves."""
+
+    closed = False
+
+
+_WAITS: ContextVar[_Block | None] = ContextVar("genworker_journal_waits", default=None)
+
+
+def _open_block() -> _Block | None:
+    block = _WAITS.get()
+    return block if block is not None and not block.closed else None
 
 
 class DurableFiles(Protocol):
@@ -80,6 +95,13 @@ class DurableFiles(Protocol):
         """Run blocking file work from async code; return its result once what it wrote is durable."""
         ...
 
+    def batch(self) -> AbstractAsyncContextManager[None]:
+        """`run()` calls inside this async block (in this task, and in tasks and threads it starts
+        meanwhile) return once their work is done; the block's end waits once until all of it is
+        durable. For writes that have to be durable together before anyone is told, such as the
+        files that end a chat turn."""
+        ...
+
 
 class DirectFiles:
     """Every operation fsyncs its own file and folders."""
@@ -101,6 +123,9 @@ class DirectFiles:
 
     async def run(self, work: Callable[[], T]) -> T:
         return await asyncio.to_thread(work)
+
+    def batch(self) -> AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext()  # every operation is durable when it returns
 
 
 DIRECT = DirectFiles()
@@ -185,16 +210,17 @@ class JournaledFiles:
 
     @contextlib.contextmanager
     def together(self) -> Iterator[None]:
-        if _WAITS.get() is not None:  # nested (or inside run()): the outer block waits
+        if _open_block() is not None:  # nested (or inside run() or batch()): the outer block waits
             yield
             return
-        waits: _Waits = []
+        waits = _Block()
         token = _WAITS.set(waits)
         try:
             yield
         finally:
             _WAITS.reset(token)
             with self._cond:  # also when the block raised: what it did is durable as it returns
+                waits.closed = True
                 for segment, line in waits:
                     self._sync_until(segment, line)
 
@@ -202,16 +228,27 @@ class JournaledFiles:
         """`work` runs here, on the event loop: its operations only write and append. Then the
         group-commit thread makes what it wrote durable while the loop serves others (also when `work`
         raised after writing something)."""
-        if _WAITS.get() is not None:  # inside a together() block: that block waits
+        if _open_block() is not None:  # inside a together() or batch() block: that block waits
             return work()
-        waits: _Waits = []
+        async with self.batch():
+            return work()
+
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[None]:
+        if _open_block() is not None:  # nested: the outer block waits
+            yield
+            return
+        waits = _Block()
         token = _WAITS.set(waits)
         try:
-            return work()
+            yield
         finally:
             _WAITS.reset(token)
-            if waits:
-                await self._durable(waits)
+            with self._cond:  # from here on, a task the block started waits for its own writes
+                waits.closed = True
+                owed = list(waits)
+            if owed:  # also when the block raised: what it did is durable as it ends
+                await self._durable(owed)
 
     async def _durable(self, waits: _Waits) -> None:
         with self._cond:
@@ -278,7 +315,7 @@ class JournaledFiles:
                 segment.folders.add(file.parent)
             if other is not None:
                 segment.folders.add(other.parent)
-            waits = _WAITS.get()
+            waits = _open_block()  # read under the lock that closes a block
             if waits is not None:
                 waits.append((segment, mine))
             else:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from genworker import fsutil
 from genworker.ids import InvalidIdError, PathEscapeError
 from genworker.worker.lifecycle.errors import RunExists, RunNotFound, TaskExists, TaskFileError, TaskNotFound
 from genworker.worker.lifecycle.files import create_exclusive, file_lock, write_atomic
@@ -134,6 +135,7 @@ def test_a_failed_replace_keeps_the_old_file(tmp_path: Path, monkeypatch: pytest
         raise OSError("disk full")
 
     monkeypatch.setattr(Path, "replace", broken)
+    monkeypatch.setattr(fsutil, "_RENAMEAT2", None)  # the rename path (the exchange's: tests/unit/test_fsutil.py)
     with pytest.raises(OSError, match="disk full"):
         write_atomic(path, b"new")
     assert path.read_bytes() == b"old"

@@ -49,6 +49,7 @@ from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
+from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
@@ -120,7 +121,9 @@ class Runtime:
     async def start(self) -> None:
         # File stores run in threads; LiteLLM's callbacks share the default pool, which is
         # only cpu+4 wide. A wider pool keeps a run's writes from queueing behind them.
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
+        defer_bookkeeping(loop)  # LiteLLM's after-call logging waits until the turn has ended
         self.leases = self._instance_leases()
         await asyncio.to_thread(self.leases.renew)
         await self._open_write_journal()
@@ -265,6 +268,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self._stop.set()
+        restore_task_factory(asyncio.get_running_loop())
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -504,6 +508,7 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         confirmations=confirmations,
         matcher=SkillMatcher(),
         memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm, files=files),
+        files=files,
     )
 
 

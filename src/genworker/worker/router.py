@@ -49,6 +49,7 @@ from genworker.worker.task import (
 )
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
+from genworker.write_journal import DIRECT, DurableFiles
 
 log = logging.getLogger("genworker.router")
 
@@ -116,6 +117,7 @@ class WorkerRouter:
     matcher: SkillMatcher
     context_config: ContextWindowConfig | None = None
     memory: MemoryService | None = None  # recall before the context, an episode after a completed run
+    files: DurableFiles = DIRECT  # the stores' own, so a turn's writes can share one durable wait
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
         worker = self.registry.worker(tenant_id, worker_id)
@@ -131,9 +133,13 @@ class WorkerRouter:
         run_id, task_id = f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}"
         yield RouteAccepted(thread_id, run_id, task_id)
         async with self.queue.turn(req.tenant_id, thread_id, run_id):
-            # Read inside the turn: a message queued behind a busy thread sees the turn before it.
-            session = await self._session(req, thread_id)
-            async for event in self._run(req, worker, session, thread_id, run_id, task_id):
+            # A new thread's session, the policy snapshot and the run record: durable together, before
+            # the run starts.
+            async with self.files.batch():
+                # Read inside the turn: a message queued behind a busy thread sees the turn before it.
+                session = await self._session(req, thread_id)
+                start = await self._start(req, worker, thread_id, run_id, task_id)
+            async for event in self._run(req, worker, session, thread_id, start):
                 yield event
 
     def _thread_id(self, req: RouteRequest) -> str:
@@ -156,21 +162,15 @@ class WorkerRouter:
             return None
         return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, thread_id)
 
-    async def _run(
-        self,
-        req: RouteRequest,
-        worker: Worker,
-        session: ConversationSession | None,
-        thread_id: str,
-        run_id: str,
-        task_id: str,
-    ) -> AsyncIterator[RouterEvent]:
+    async def _start(
+        self, req: RouteRequest, worker: Worker, thread_id: str, run_id: str, task_id: str
+    ) -> _Started:
+        """Governance, the skill, and the task's manifest and run record written (not yet durable)."""
         state = self.registry.tenant(req.tenant_id)
         assert state is not None
-        tenant = state.tenant
         outcome = await self.governance.evaluate_async(
             GovernanceInput(
-                tenant,
+                state.tenant,
                 worker,
                 req.text,
                 req.source_type,
@@ -193,9 +193,16 @@ class WorkerRouter:
         match = self._match_skill(worker, req, outcome) if decision.action == "auto" else None
         skill_id = match.skill_id if isinstance(match, SkillMatch) else req.skill_id
         manifest = self._manifest(req, outcome, thread_id, run_id, task_id, skill_id)
-        ref = RunRef(req.tenant_id, req.worker_id, run_id)
         _record_decision(decision, req, run_id)
         persisted = await self.tasks.persist_initial(manifest, start=decision.action != "blocked")
+        return _Started(outcome, match, manifest, persisted)
+
+    async def _run(
+        self, req: RouteRequest, worker: Worker, session: ConversationSession | None, thread_id: str, start: _Started
+    ) -> AsyncIterator[RouterEvent]:
+        outcome, match, manifest, persisted = start.outcome, start.match, start.manifest, start.persisted
+        decision, run_id = outcome.decision, manifest.run_id
+        ref = RunRef(req.tenant_id, req.worker_id, run_id)
         if persisted.run_id != run_id:  # the idempotency key already made a run: never run it twice
             status: RunStatus = "completed" if persisted.state == "completed" else "failed"
             replay = RunResult(status, error_code="duplicate", error=f"already run as {persisted.run_id}")
@@ -220,8 +227,10 @@ class WorkerRouter:
             yield RunError(run_id, "no_skill", message)
             yield RouteDone(RunResult("failed", error_code="no_skill", error=message), record)
             return
+        tenant = self.registry.tenant(req.tenant_id)
+        assert tenant is not None
         scope = self.tools.scope(
-            tenant,
+            tenant.tenant,
             worker,
             run_id,
             posture=decision.posture,
@@ -261,12 +270,13 @@ class WorkerRouter:
             yield event
         result, tool_calls = settled.result, settled.tool_calls
         assert result is not None
-        # Three independent files, written concurrently; all are on disk before RouteDone (the final event).
-        record, _, _ = await asyncio.gather(
-            self.tasks.complete(ref, result, tool_calls=tool_calls),
-            self._append_turn(session, req, run_id, result),
-            self._remember(binding, req, result, task_id, recalled, scope.secrets),
-        )
+        # Three independent files, durable together before RUN_FINISHED and RouteDone (the final event).
+        async with self.files.batch():
+            record, _, _ = await asyncio.gather(
+                self.tasks.complete(ref, result, tool_calls=tool_calls),
+                self._append_turn(session, req, run_id, result),
+                self._remember(binding, req, result, manifest.task_id, recalled, scope.secrets),
+            )
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture, match.skill.name)
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
@@ -536,6 +546,18 @@ def _record_decision(decision: GovernanceDecision, req: RouteRequest, run_id: st
         log, "governance", decision.action, gate=decision.gate_result, reasons=reasons,
         tenant_id=req.tenant_id, worker_id=req.worker_id, run_id=run_id, source_type=req.source_type,
     )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """A routed task before it runs: the governance outcome, the matched skill (or why none) when the
+    decision is auto, and the manifest and run record as written (another run's, for a repeated
+    idempotency key)."""
+
+    outcome: GovernanceOutcome
+    match: SkillMatch | str | None
+    manifest: TaskManifest
+    persisted: RunRecord
 
 
 @dataclass
