@@ -323,3 +323,54 @@ async def test_direct_files_run_their_work_in_a_worker_thread(tmp_path: Path) ->
 
     assert await DIRECT.run(work) != threading.get_ident()  # its fsyncs never stall the loop
     assert (tmp_path / "a").read_bytes() == b"1"
+
+
+@pytest.mark.anyio
+async def test_a_batch_of_runs_across_tasks_and_threads_waits_once_at_its_end(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = SyncCounter(monkeypatch)
+
+    async def store(name: str) -> None:  # a store's write, as the router's gather runs three
+        await files.run(lambda: files.write_atomic(tmp_path / name, b"x"))
+
+    async with files.batch():
+        await store("session.json")
+        await asyncio.gather(store("run.json"), store("episode.md"))
+        await asyncio.to_thread(files.write_atomic, tmp_path / "index.json", b"i")  # a thread it started
+        assert counter.fdatasync == []  # every one of them returned without waiting
+    assert len(counter.fdatasync) == 1  # the block's end: one wait for all four
+    await store("alone.json")
+    assert len(counter.fdatasync) == 2 and counter.fsync == []
+
+
+@pytest.mark.anyio
+async def test_a_batch_that_raises_still_waits_and_a_task_that_outlives_it_waits_for_itself(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = SyncCounter(monkeypatch)
+    go = asyncio.Event()
+
+    async def late_writer() -> None:  # started inside the block, writes after it ended
+        await go.wait()
+        await files.run(lambda: files.write_atomic(tmp_path / "late.json", b"l"))
+
+    with pytest.raises(RuntimeError):
+        async with files.batch():
+            late = asyncio.create_task(late_writer())
+            await files.run(lambda: files.write_atomic(tmp_path / "run.json", b"r"))
+            raise RuntimeError("the turn failed after writing")
+    assert len(counter.fdatasync) == 1  # what it wrote is durable all the same
+    go.set()
+    await late
+    assert len(counter.fdatasync) == 2  # the closed block did not swallow the late write's wait
+
+
+@pytest.mark.anyio
+async def test_direct_files_batch_is_every_write_durable_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = SyncCounter(monkeypatch)
+    async with DIRECT.batch():
+        await DIRECT.run(lambda: DIRECT.write_atomic(tmp_path / "a", b"1"))
+        assert len(counter.fsync) == 2  # the file and its folder, before run() returned

@@ -5,6 +5,7 @@ pre_script runs once before the engine, and compaction kicks in under a small bu
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
@@ -281,3 +282,27 @@ def test_a_message_queued_behind_a_busy_thread_sees_the_turn_before_it(
 
 async def collect(events: AsyncIterator[RouterEvent]) -> list[RouterEvent]:
     return [event async for event in events]
+
+
+def test_a_chat_turn_waits_for_two_journal_syncs_one_before_the_run_and_one_at_its_end(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new thread's session, the policy snapshot and the run record share one durable wait before
+    the engine starts; the settled run, the session turn and the episode share one at the end."""
+    model_server.expect(Reply("first answer"))
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    env = scripted_env(model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600")
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        synced: list[str] = []
+        real = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            synced.append(str(Path(f"/proc/self/fd/{fd}").readlink()))
+            real(fd)
+
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        events = route(client, runtime, RouteRequest("acme", "alice", "hello there"))
+        done = events[-1]
+        assert isinstance(done, RouteDone) and done.record.state == "completed"
+        assert len(synced) == 2 and all(".journal" in path for path in synced)
