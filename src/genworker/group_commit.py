@@ -52,6 +52,11 @@ class GroupCommit(Generic[T, R]):
         self._draining = False
 
     async def submit(self, value: T) -> R:
+        return await self.enqueue(value)
+
+    def enqueue(self, value: T) -> asyncio.Future[R]:
+        """`submit` without waiting: the request is queued (and the drain thread started) now; the
+        future, of the running loop, resolves with its outcome."""
         request: Request[T, R] = Request(value, asyncio.get_running_loop().create_future())
         with self._cond:
             self._queue.append(request)
@@ -67,7 +72,7 @@ class GroupCommit(Generic[T, R]):
                     stranded, self._queue = self._queue, []
                 _fail(stranded, exc)
                 _wake(stranded)
-        return await request.waiter
+        return request.waiter
 
     def _drain(self) -> None:
         deferred: list[Request[T, R]] = []

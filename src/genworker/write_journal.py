@@ -47,7 +47,7 @@ from typing import Any, Protocol, TypeVar
 from genworker.fsutil import create_exclusive, fsync_dir, move_file, remove_file, write_atomic
 from genworker.group_commit import GroupCommit, Request
 
-__all__ = ["DIRECT", "DirectFiles", "DurableFiles", "JournaledFiles", "current_boot_id", "recover_journals"]
+__all__ = ["DIRECT", "DirectFiles", "DurableFiles", "JournaledFiles", "Written", "current_boot_id", "recover_journals"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,29 @@ class DurableFiles(Protocol):
         files that end a chat turn."""
         ...
 
+    def pending(self) -> AbstractAsyncContextManager[Written]:
+        """`batch()` whose end does not wait (unless the block raised): the sync starts there and the
+        caller awaits `written.durable()` once it needs the writes on disk, doing other work meanwhile."""
+        ...
+
+
+class Written:
+    """What a `pending()` block wrote: `await durable()` returns once it is on disk (at once, when it
+    already is)."""
+
+    def __init__(self) -> None:
+        self._synced: asyncio.Future[None] | None = None
+
+    def _started(self, synced: asyncio.Future[None] | None) -> None:
+        self._synced = synced
+
+    async def durable(self) -> None:
+        if self._synced is not None:
+            await asyncio.shield(self._synced)  # a cancelled waiter leaves the sync to the others
+
+
+ON_DISK = Written()
+
 
 class DirectFiles:
     """Every operation fsyncs its own file and folders."""
@@ -126,6 +149,9 @@ class DirectFiles:
 
     def batch(self) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext()  # every operation is durable when it returns
+
+    def pending(self) -> AbstractAsyncContextManager[Written]:
+        return contextlib.nullcontext(ON_DISK)
 
 
 DIRECT = DirectFiles()
@@ -235,20 +261,36 @@ class JournaledFiles:
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:
+        async with self.pending() as written:
+            yield
+        await written.durable()
+
+    @contextlib.asynccontextmanager
+    async def pending(self) -> AsyncIterator[Written]:
         if _open_block() is not None:  # nested: the outer block waits
-            yield
+            yield ON_DISK
             return
-        waits = _Block()
+        waits, written = _Block(), Written()
         token = _WAITS.set(waits)
+        failed = False
         try:
-            yield
+            yield written
+        except BaseException:
+            failed = True
+            raise
         finally:
             _WAITS.reset(token)
-            with self._cond:  # from here on, a task the block started waits for its own writes
-                waits.closed = True
-                owed = list(waits)
-            if owed:  # also when the block raised: what it did is durable as it ends
-                await self._durable(owed)
+            written._started(self._close(waits))
+            if failed:  # what it did is durable before the error goes on
+                await written.durable()
+
+    def _close(self, waits: _Block) -> asyncio.Future[None] | None:
+        """End a block and start the sync of what it wrote. From here on, a task it started waits for
+        its own writes."""
+        with self._cond:
+            waits.closed = True
+            owed = [(segment, line) for segment, line in waits if segment.synced < line]
+        return self._syncs.enqueue(owed) if owed else None
 
     async def _durable(self, waits: _Waits) -> None:
         with self._cond:

@@ -374,3 +374,38 @@ async def test_direct_files_batch_is_every_write_durable_at_once(
     async with DIRECT.batch():
         await DIRECT.run(lambda: DIRECT.write_atomic(tmp_path / "a", b"1"))
         assert len(counter.fsync) == 2  # the file and its folder, before run() returned
+
+
+@pytest.mark.anyio
+async def test_a_pending_block_starts_its_sync_at_its_end_and_durable_waits_for_it(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldSync(monkeypatch)
+    async with files.pending() as written:
+        await files.run(lambda: files.write_atomic(tmp_path / "run.json", b"r"))
+        await files.run(lambda: files.write_atomic(tmp_path / "session.json", b"s"))
+    assert await asyncio.to_thread(held.waiting.wait, 30)  # the sync is under way ...
+    overlapped = await asyncio.sleep(0, "recall and context")  # ... while the caller goes on
+    waiter = asyncio.create_task(written.durable())
+    await asyncio.sleep(0)
+    assert overlapped and not waiter.done()  # durable() returns only once the disk has it
+    held.release.set()
+    await waiter
+    await written.durable()  # again: at once
+    assert len(held.calls) == 1
+
+
+@pytest.mark.anyio
+async def test_a_pending_block_that_raises_waits_before_the_error_goes_on(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = SyncCounter(monkeypatch)
+    with pytest.raises(RuntimeError):
+        async with files.pending():
+            await files.run(lambda: files.write_atomic(tmp_path / "run.json", b"r"))
+            raise RuntimeError("governance failed after the write")
+    assert len(counter.fdatasync) == 1
+    async with files.pending() as nothing:  # a block that wrote nothing has nothing to wait for
+        pass
+    await nothing.durable()
+    assert len(counter.fdatasync) == 1

@@ -306,3 +306,43 @@ def test_a_chat_turn_waits_for_two_journal_syncs_one_before_the_run_and_one_at_i
         done = events[-1]
         assert isinstance(done, RouteDone) and done.record.state == "completed"
         assert len(synced) == 2 and all(".journal" in path for path in synced)
+
+
+def test_the_engine_starts_only_once_the_run_record_is_on_disk(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pre-run sync overlaps recall and context assembly, never the engine (tools have side
+    effects). The journal's first fdatasync is held until the router waits for it (or, were it not
+    to wait, until the engine starts)."""
+    from genworker.engine.dispatcher import EngineDispatcher
+    from genworker.write_journal import Written
+
+    model_server.expect(Reply("answer"))
+    (tmp_path / "configs").mkdir(exist_ok=True)
+    env = scripted_env(model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600")
+    with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
+        runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+        assert runtime.files is not None
+        journal, seen, release = runtime.files, [], threading.Event()
+        real_run, real_durable, real_fdatasync = EngineDispatcher.run, Written.durable, os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            assert release.wait(30)
+            real_fdatasync(fd)
+
+        async def durable(self: Written) -> None:
+            release.set()
+            await real_durable(self)
+
+        async def run(self: EngineDispatcher, *args: Any, **kwargs: Any) -> Any:
+            seen.append((journal._segment.written, journal._segment.synced))
+            release.set()
+            return await real_run(self, *args, **kwargs)
+
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        monkeypatch.setattr(Written, "durable", durable)
+        monkeypatch.setattr(EngineDispatcher, "run", run)
+        events = route(client, runtime, RouteRequest("acme", "alice", "hello there"))
+        assert isinstance(events[-1], RouteDone) and events[-1].record.state == "completed"
+        [(written, synced)] = seen
+        assert written >= 3 and synced == written  # session, manifest, run record: all synced

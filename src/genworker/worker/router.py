@@ -49,7 +49,7 @@ from genworker.worker.task import (
 )
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
-from genworker.write_journal import DIRECT, DurableFiles
+from genworker.write_journal import DIRECT, DurableFiles, Written
 
 log = logging.getLogger("genworker.router")
 
@@ -133,13 +133,13 @@ class WorkerRouter:
         run_id, task_id = f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}"
         yield RouteAccepted(thread_id, run_id, task_id)
         async with self.queue.turn(req.tenant_id, thread_id, run_id):
-            # A new thread's session, the policy snapshot and the run record: durable together, before
-            # the run starts.
-            async with self.files.batch():
+            # A new thread's session, the policy snapshot and the run record: durable together before
+            # the engine or a pre_script starts; recall and context assembly overlap their sync.
+            async with self.files.pending() as written:
                 # Read inside the turn: a message queued behind a busy thread sees the turn before it.
                 session = await self._session(req, thread_id)
                 start = await self._start(req, worker, thread_id, run_id, task_id)
-            async for event in self._run(req, worker, session, thread_id, start):
+            async for event in self._run(req, worker, session, thread_id, start, written):
                 yield event
 
     def _thread_id(self, req: RouteRequest) -> str:
@@ -198,11 +198,21 @@ class WorkerRouter:
         return _Started(outcome, match, manifest, persisted)
 
     async def _run(
-        self, req: RouteRequest, worker: Worker, session: ConversationSession | None, thread_id: str, start: _Started
+        self,
+        req: RouteRequest,
+        worker: Worker,
+        session: ConversationSession | None,
+        thread_id: str,
+        start: _Started,
+        written: Written,
     ) -> AsyncIterator[RouterEvent]:
+        """The started task, once `written` (its session, snapshot and run record) is durable: at once
+        when it will not run, else after recall and context assembly."""
         outcome, match, manifest, persisted = start.outcome, start.match, start.manifest, start.persisted
         decision, run_id = outcome.decision, manifest.run_id
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
+        if decision.action != "auto" or isinstance(match, str) or persisted.run_id != run_id:
+            await written.durable()
         if persisted.run_id != run_id:  # the idempotency key already made a run: never run it twice
             status: RunStatus = "completed" if persisted.state == "completed" else "failed"
             replay = RunResult(status, error_code="duplicate", error=f"already run as {persisted.run_id}")
@@ -240,6 +250,7 @@ class WorkerRouter:
         task_text = req.text
         pre_script = outcome.duty.pre_script if outcome.duty is not None else None
         if pre_script is not None:  # run once, before the engine; its output joins the task text
+            await written.durable()
             try:
                 stdout = await run_pre_script(pre_script, scope, self.tools.pipeline_for(worker))
             except PreScriptError as exc:
@@ -265,6 +276,7 @@ class WorkerRouter:
         )
         assert match.skill is not None
         engine_req = EngineRequest(run_id, match.skill, context.task, scope, resume=req.resume)
+        await written.durable()  # the engine may call tools with side effects
         settled = _Settled()
         async for event in self._engine_events(engine_req, context, ref, question, settled):
             yield event
