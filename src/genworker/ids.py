@@ -12,7 +12,7 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["ID_PATTERN", "InvalidIdError", "PathEscapeError", "is_inside", "safe_join", "validate_id"]
+__all__ = ["ID_PATTERN", "InvalidIdError", "PathEscapeError", "is_inside", "plainly_under", "safe_join", "validate_id"]
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -41,7 +41,7 @@ def is_inside(root: Path, path: Path) -> bool:
 
     A path that cannot be resolved (a symlink loop) is not inside anything.
     """
-    if _plainly_under(root, path):
+    if plainly_under(root, path):
         return True
     try:
         real_root = root.resolve()
@@ -51,7 +51,7 @@ def is_inside(root: Path, path: Path) -> bool:
     return real == real_root or real_root in real.parents
 
 
-def _plainly_under(root: Path, path: Path) -> bool:
+def plainly_under(root: Path, path: Path) -> bool:
     """`path` is written under `root` without `..` and none of its parts below `root` is a symlink:
     then it is inside without resolving either path (one lstat per part instead of two realpaths)."""
     try:

@@ -83,6 +83,26 @@ def test_a_symlinked_runs_folder_cannot_lead_outside(store: TaskStore, tmp_path:
     assert list(outside.iterdir()) == []
 
 
+def test_a_run_file_symlinked_outside_is_refused_after_its_folder_was_checked(store: TaskStore, tmp_path: Path) -> None:
+    """The runs/ folder is checked once per process; the file itself is checked every time."""
+    store.create_run(run(run_id="r0"))  # worker and runs/ folders are now known free of symlinks
+    secret = tmp_path / "secret.json"
+    secret.write_text("{}", encoding="utf-8")
+    (store.run_path(RunRef("acme", "w", "r0")).parent / "r1.json").symlink_to(secret)
+    with pytest.raises(PathEscapeError):
+        store.read_run(RunRef("acme", "w", "r1"))
+    with pytest.raises(PathEscapeError):
+        store.save_run(run())
+    assert secret.read_text(encoding="utf-8") == "{}"
+
+
+def test_a_symlink_inside_the_worker_folder_is_still_followed(store: TaskStore) -> None:
+    store.create_run(run(run_id="r0"))
+    runs = store.run_path(RunRef("acme", "w", "r0")).parent
+    (runs / "alias.json").symlink_to(runs / "r0.json")  # resolves inside: allowed, as before
+    assert store.read_run(RunRef("acme", "w", "alias")).run_id == "r0"
+
+
 # -- writes -------------------------------------------------------------------------
 
 

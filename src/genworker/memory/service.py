@@ -204,35 +204,47 @@ class MemoryService:
     async def record_run(self, binding: MemoryBinding, outcome: RunOutcome) -> Episode | None:
         """After a completed run: its episode (sealed into the duty or conversation scope), its
         turns for session search, reinforcement of what it recalled, and — when enabled — the
-        preferences and decisions it showed. Never raises: memory must not fail a finished run."""
+        preferences and decisions it showed. Never raises: memory must not fail a finished run.
+        The two halves, `write_run` and `learn_from_run`, let a caller overlap the second with
+        making the first durable."""
+        episode = await self.write_run(binding, outcome)
+        if episode is not None:
+            await self.learn_from_run(binding, outcome, episode)
+        return episode
+
+    async def write_run(self, binding: MemoryBinding, outcome: RunOutcome) -> Episode | None:
+        """The run's episode file (none for an empty or error answer, or with memory off). Never raises."""
         if not self.config.enabled:
             return None
-        try:
-            return await self._record_run(binding, outcome)
-        except Exception:
-            log.exception("memory: recording run %s failed", binding.run_id)
-            return None
-
-    async def _record_run(self, binding: MemoryBinding, outcome: RunOutcome) -> Episode | None:
         answer = outcome.answer.strip()
         if not answer or looks_like_error(answer):
             return None
-        scope = _seal_scope(binding)
         provenance = Provenance(
             run_id=binding.run_id, task_id=outcome.task_id, goal_id=outcome.goal_id, duty_id=binding.duty_id,
             thread_id=binding.thread_id, channel=outcome.channel,
         )  # fmt: skip
         title = outcome.user_text.strip().splitlines()[0] if outcome.user_text.strip() else "run"
         body = f"Request: {outcome.user_text.strip()}\n\nOutcome: {answer}"
-        episode = await self._write(
-            binding, scope, title, body, source="run", provenance=provenance, secrets=outcome.secrets, index=False
-        )
-        await asyncio.to_thread(self._index_run, binding, scope, outcome, episode)  # one thread hop for both
-        if outcome.recalled:
-            await asyncio.to_thread(self._reinforce, binding, outcome.recalled)
-        if self.config.extract and self.llm is not None:
-            await self._extract(binding, scope, outcome)
-        return episode
+        try:
+            return await self._write(
+                binding, _seal_scope(binding), title, body, source="run", provenance=provenance,
+                secrets=outcome.secrets, index=False,
+            )  # fmt: skip
+        except Exception:
+            log.exception("memory: recording run %s failed", binding.run_id)
+            return None
+
+    async def learn_from_run(self, binding: MemoryBinding, outcome: RunOutcome, episode: Episode) -> None:
+        """What follows the episode file: the index (one thread hop for the episode and the turns),
+        reinforcement of what the run recalled, extraction when enabled. Never raises."""
+        try:
+            await asyncio.to_thread(self._index_run, binding, _seal_scope(binding), outcome, episode)
+            if outcome.recalled:
+                await asyncio.to_thread(self._reinforce, binding, outcome.recalled)
+            if self.config.extract and self.llm is not None:
+                await self._extract(binding, _seal_scope(binding), outcome)
+        except Exception:
+            log.exception("memory: recording run %s failed", binding.run_id)
 
     def _index_run(self, binding: MemoryBinding, scope: Scope, outcome: RunOutcome, episode: Episode) -> None:
         """The run's episode in its owner's index, and its turns in the worker's session search."""

@@ -24,7 +24,7 @@ from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
 from genworker.ids import validate_id
 from genworker.llm.client import LLMClient
-from genworker.memory import MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
+from genworker.memory import Episode, MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
 from genworker.observability.logging import log_decision
 from genworker.observability.metrics import record_gate_result
@@ -282,13 +282,16 @@ class WorkerRouter:
             yield event
         result, tool_calls = settled.result, settled.tool_calls
         assert result is not None
-        # Three independent files, durable together before RUN_FINISHED and RouteDone (the final event).
-        async with self.files.batch():
-            record, _, _ = await asyncio.gather(
+        # Three independent files, durable together before RUN_FINISHED and RouteDone (the final event);
+        # the memory index learns from the episode while they are synced.
+        remembered = self._outcome(req, result, manifest.task_id, recalled, scope.secrets)
+        async with self.files.pending() as written:
+            record, _, episode = await asyncio.gather(
                 self.tasks.complete(ref, result, tool_calls=tool_calls),
                 self._append_turn(session, req, run_id, result),
-                self._remember(binding, req, result, manifest.task_id, recalled, scope.secrets),
+                self._episode(binding, remembered),
             )
+        await asyncio.gather(written.durable(), self._learn(binding, remembered, episode))
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture, match.skill.name)
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
@@ -304,17 +307,26 @@ class WorkerRouter:
                 session, UserMessage(req.text, run_id=run_id), AssistantMessage(result.output, run_id=run_id)
             )
 
-    async def _remember(
-        self, binding: MemoryBinding, req: RouteRequest, result: RunResult, task_id: str, recalled: RecallResult,
-        secrets: tuple[str, ...],
-    ) -> None:  # fmt: skip
-        """A completed run's episode; best effort, never raises (failed runs leave no memory)."""
+    def _outcome(
+        self, req: RouteRequest, result: RunResult, task_id: str, recalled: RecallResult, secrets: tuple[str, ...]
+    ) -> RunOutcome | None:
+        """What memory keeps of a completed run (failed runs leave no memory)."""
         if self.memory is None or result.status != "completed":
-            return
+            return None
         used = tuple(h.episode_id for h in recalled.hits)
         channel = channel_of(req.source_type, req.source_id)
-        done = RunOutcome(req.text, result.output, task_id, req.goal_id, channel, used, secrets)
-        await self.memory.record_run(binding, done)
+        return RunOutcome(req.text, result.output, task_id, req.goal_id, channel, used, secrets)
+
+    async def _episode(self, binding: MemoryBinding, outcome: RunOutcome | None) -> Episode | None:
+        """The run's episode file; best effort, never raises."""
+        if self.memory is None or outcome is None:
+            return None
+        return await self.memory.write_run(binding, outcome)
+
+    async def _learn(self, binding: MemoryBinding, outcome: RunOutcome | None, episode: Episode | None) -> None:
+        """The index, reinforcement and extraction after the episode; best effort, never raises."""
+        if self.memory is not None and outcome is not None and episode is not None:
+            await self.memory.learn_from_run(binding, outcome, episode)
 
     async def _cross_channel(
         self, binding: MemoryBinding, req: RouteRequest, session: ConversationSession | None
