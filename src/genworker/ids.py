@@ -12,7 +12,16 @@ import re
 import stat
 from pathlib import Path
 
-__all__ = ["ID_PATTERN", "InvalidIdError", "PathEscapeError", "is_inside", "plainly_under", "safe_join", "validate_id"]
+__all__ = [
+    "ID_PATTERN",
+    "InvalidIdError",
+    "PathEscapeError",
+    "PlainFolders",
+    "is_inside",
+    "plainly_under",
+    "safe_join",
+    "validate_id",
+]
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
@@ -84,3 +93,31 @@ def safe_join(root: Path, *ids: str, kind: str = "id") -> Path:
     if linked and not is_inside(root, path):
         raise PathEscapeError(f"{path} resolves outside {root}")
     return path
+
+
+class PlainFolders:
+    """Folders found free of symlinks below a root, remembered for the process (bounded), so a file in
+    one costs one `lstat` of the file itself instead of a walk from the root (a store's run, manifest
+    or session path: ~90 -> ~15 µs). Only the workspace's owner can turn such a folder into a symlink
+    afterwards: tools are confined to a worker's `files/`."""
+
+    def __init__(self, limit: int = 65_536) -> None:
+        self._known: set[Path] = set()
+        self._limit = limit
+
+    def file(self, root: Path, folder: Path, name: str) -> Path:
+        """`folder/name`, refused when it resolves outside `root` (`name` is already validated)."""
+        path = folder / name
+        if folder in self._known:
+            try:
+                plain = not stat.S_ISLNK(os.lstat(path).st_mode)
+            except FileNotFoundError:
+                plain = True
+            if plain or is_inside(root, path):
+                return path
+            raise PathEscapeError(f"{path} resolves outside {root}")
+        if not is_inside(root, path):
+            raise PathEscapeError(f"{path} resolves outside {root}")
+        if len(self._known) < self._limit and plainly_under(root, folder) and folder.is_dir():
+            self._known.add(folder)
+        return path

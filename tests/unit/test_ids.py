@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from genworker.ids import InvalidIdError, PathEscapeError, is_inside, safe_join, validate_id
+from genworker import ids
+from genworker.ids import InvalidIdError, PathEscapeError, PlainFolders, is_inside, safe_join, validate_id
 
 
 @pytest.mark.parametrize("value", ["a", "acme", "worker-1", "A_b.c", "7", "x" * 128, "v1.2.3"])
@@ -133,3 +134,38 @@ def test_symlink_loops_are_not_inside_and_cannot_be_joined(tmp_path: Path) -> No
     assert not is_inside(tmp_path, tmp_path / "a" / "x")
     with pytest.raises(PathEscapeError):
         safe_join(tmp_path, "loop")
+
+
+def test_plain_folders_check_a_folder_once_and_the_file_every_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "runs").mkdir(parents=True)
+    outside.mkdir()
+    folders = PlainFolders()
+    assert folders.file(root, root / "runs", "a.json") == root / "runs" / "a.json"
+    walks: list[Path] = []
+    real = ids.plainly_under
+    monkeypatch.setattr(ids, "plainly_under", lambda r, p: (walks.append(p), real(r, p))[1])
+    assert folders.file(root, root / "runs", "b.json") == root / "runs" / "b.json"
+    assert walks == []  # the folder is known: no walk from the root
+    (root / "runs" / "c.json").symlink_to(outside / "secret.json")
+    with pytest.raises(PathEscapeError):
+        folders.file(root, root / "runs", "c.json")  # the file itself is still checked
+    (root / "runs" / "d.json").symlink_to(root / "runs" / "b.json")
+    assert folders.file(root, root / "runs", "d.json") == root / "runs" / "d.json"  # inside: followed
+
+
+def test_plain_folders_never_remember_a_symlinked_or_missing_folder(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    (root / "sessions").symlink_to(outside, target_is_directory=True)
+    folders = PlainFolders()
+    for _ in range(2):
+        with pytest.raises(PathEscapeError):
+            folders.file(root, root / "sessions", "s.json")
+    folders.file(root, root / "later", "x.json")  # not there yet: checked again next time
+    (root / "later").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(PathEscapeError):
+        folders.file(root, root / "later", "x.json")

@@ -22,7 +22,7 @@ from genworker.conversation.errors import ConcurrentUpdateError, SessionError
 from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
 from genworker.conversation.store import check_owner, is_expired, newest_first
 from genworker.fsutil import striped_lock
-from genworker.ids import PathEscapeError, is_inside, safe_join, validate_id
+from genworker.ids import PlainFolders, safe_join, validate_id
 from genworker.write_journal import DIRECT, DurableFiles
 
 __all__ = ["FileSessionStore"]
@@ -37,14 +37,12 @@ class FileSessionStore:
         self._root = Path(workspace_root)
         self._clock = clock
         self._files = files  # how writes are made durable (write_journal.py)
+        self._folders = PlainFolders()  # sessions/ folders checked once (ids.py)
 
     def path_of(self, tenant_id: str, session_id: str) -> Path:
-        """The session's file (blocking: resolves symlinks); the ids are validated and the path must
+        """The session's file (blocking: checks for symlinks); the ids are validated and the path must
         stay inside the workspace."""
-        path = self._dir(tenant_id) / f"{validate_id(session_id, 'session id')}.json"
-        if not is_inside(self._root, path):
-            raise PathEscapeError(f"{path} resolves outside {self._root}")
-        return path
+        return self._folders.file(self._root, self._dir(tenant_id), f"{validate_id(session_id, 'session id')}.json")
 
     # A turn's read and write go through `files.run`: on the event loop when writes are journaled
     # (no fsync there), in a worker thread otherwise.

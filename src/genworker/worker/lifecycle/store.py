@@ -13,8 +13,6 @@ methods (tests/structural/test_task_state_boundaries.py).
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from typing import ClassVar
 from pydantic import ConfigDict, TypeAdapter
 
 from genworker.fsutil import striped_lock
-from genworker.ids import InvalidIdError, PathEscapeError, is_inside, plainly_under, safe_join, validate_id
+from genworker.ids import InvalidIdError, PlainFolders, safe_join, validate_id
 from genworker.worker.lifecycle.errors import RunExists, RunNotFound, TaskExists, TaskFileError, TaskNotFound
 from genworker.worker.lifecycle.files import encode, read_file
 from genworker.worker.task import RUN_SCHEMA_VERSION, TASK_SCHEMA_VERSION, RunRecord, RunRef, TaskManifest
@@ -55,7 +53,7 @@ class IdempotencyClaim:
 
 _MANIFEST = TypeAdapter(TaskManifest)
 _RUN = TypeAdapter(RunRecord)
-_PLAIN_MAX = 65_536  # folders remembered as checked (a bound, not a cache policy: none is ever dropped)
+_WORKERS_MAX = 65_536  # worker folders remembered as checked (a bound: none is ever dropped)
 _CLAIM = TypeAdapter(IdempotencyClaim)
 
 
@@ -63,44 +61,26 @@ class TaskStore:
     def __init__(self, workspace_root: Path, files: DurableFiles = DIRECT) -> None:
         self.root = workspace_root
         self.files = files  # how writes are made durable (write_journal.py)
-        # Folders found free of symlinks, checked once per process: worker folders, and their runs/
-        # and tasks/ folders. Only the workspace's owner can change those (tools are confined to a
-        # worker's files/), so a path costs one lstat of the file instead of a walk (~90 -> ~15 µs).
-        self._plain: dict[tuple[str, ...], Path] = {}
+        self._folders = PlainFolders()  # runs/ and tasks/ folders checked once (ids.py)
+        self._workers: dict[tuple[str, str], Path] = {}  # worker folders checked once, likewise
 
     # -- paths -------------------------------------------------------------------------
 
     def worker_dir(self, tenant_id: str, worker_id: str) -> Path:
-        known = self._plain.get((tenant_id, worker_id))
+        known = self._workers.get((tenant_id, worker_id))
         if known is not None:
             return known
         validate_id(tenant_id, "tenant_id")
         validate_id(worker_id, "worker_id")
         path = safe_join(self.root, "tenants", tenant_id, "workers", worker_id)
-        if path.is_dir() and len(self._plain) < _PLAIN_MAX:
-            self._plain[(tenant_id, worker_id)] = path
+        if path.is_dir() and len(self._workers) < _WORKERS_MAX:
+            self._workers[(tenant_id, worker_id)] = path
         return path
 
     def _json(self, worker: Path, sub: str, file_id: str, kind: str) -> Path:
         """`worker/sub/{file_id}.json`. `worker_dir` checked the path down to `worker`, so only
         the parts below it are checked here (a symlink there must not lead outside)."""
-        name = f"{validate_id(file_id, kind)}.json"
-        folder = self._plain.get((str(worker), sub))
-        if folder is not None:  # only the file itself is left to check
-            path = folder / name
-            try:
-                plain = not stat.S_ISLNK(os.lstat(path).st_mode)
-            except FileNotFoundError:
-                plain = True
-            if plain or is_inside(worker, path):
-                return path
-            raise PathEscapeError(f"{path} resolves outside {self.root}")
-        path = worker / sub / name
-        if not is_inside(worker, path):
-            raise PathEscapeError(f"{path} resolves outside {self.root}")
-        if plainly_under(worker, path.parent) and path.parent.is_dir() and len(self._plain) < _PLAIN_MAX:
-            self._plain[(str(worker), sub)] = path.parent
-        return path
+        return self._folders.file(worker, worker / sub, f"{validate_id(file_id, kind)}.json")
 
     def run_path(self, ref: RunRef) -> Path:
         return self._json(self.worker_dir(ref.tenant_id, ref.worker_id), "runs", ref.run_id, "run_id")
