@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from genworker.api.app import create_app
 from genworker.engine.events import TextDelta
 from genworker.memory import MemoryBinding, MemoryService
+from genworker.memory.models import parse_episode
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
@@ -68,7 +69,9 @@ def test_a_completed_chat_leaves_an_episode_that_its_own_thread_does_not_repeat(
         episodes = sorted((workspace / "tenants/acme/workers/alice/memory/episodes").glob("ep_*.md"))
         assert len(episodes) == 2
         text = next(t for e in episodes if "Request: The Hamburg" in (t := e.read_text(encoding="utf-8")))
-        assert "scope: conversation:t1" in text and "channel: chat" in text and "renews in May" in text
+        stored = parse_episode(text, "episode")
+        assert stored.scope == "conversation:t1" and stored.provenance.channel == "chat"
+        assert "renews in May" in stored.body
         assert (workspace / "tenants/acme/workers/alice/runtime/memory_index.sqlite3").is_file()
 
 

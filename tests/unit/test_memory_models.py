@@ -65,7 +65,7 @@ def test_a_bad_episode_file_is_reported_with_its_path_and_field(text: str, messa
 
 
 def test_a_naive_timestamp_is_refused_by_field() -> None:
-    text = render_episode(episode()).replace("+00:00", "").replace("Z'", "'")
+    text = render_episode(episode()).replace("+00:00", "").replace('Z"', '"').replace("Z'", "'")
     with pytest.raises(MemoryFileError, match=r"created_at: .*timezone"):
         parse_episode(text, "f.md")
 
@@ -110,3 +110,25 @@ def test_reinforcing_raises_the_weight_in_the_file(tmp_path: Path) -> None:
     again = store.read(stored.episode_id)
     assert (again.weight, again.recall_count, again.reinforced_at) == (1.25, 1, NOW + timedelta(days=1))
     assert store.reinforce("ep_20260101000000_00000000", boost=1) is None
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "plain title",
+        'quotes " and \\ backslash',
+        "两个 中文 words and an emoji \U0001f600",
+        "tab\tand: colon # hash - dash [brackets] {braces}",
+        "yes",  # YAML 1.1 would read a bare yes as true: JSON quotes it
+        "line \u2028 separator and \x85 next line",  # YAML folds these: written through PyYAML
+        "\x7f delete",
+    ],
+)
+def test_an_episode_round_trips_through_its_file_whatever_its_title(title: str) -> None:
+    original = episode().model_copy(update={"title": title, "weight": 0.5, "consolidated_from": ("ep_a", "ep_b")})
+    assert parse_episode(render_episode(original), "f.md") == original
+
+
+def test_a_tiny_weight_round_trips() -> None:
+    original = episode().model_copy(update={"weight": 1e-05})  # JSON writes 1e-05: PyYAML reads a string
+    assert parse_episode(render_episode(original), "f.md") == original

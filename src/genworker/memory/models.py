@@ -7,6 +7,7 @@ a Markdown body. The files are the source of truth; every index is derived from 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import secrets
@@ -201,8 +202,26 @@ def decayed_weight(weight: float, since: datetime, now: datetime, half_life_days
 
 def render_episode(episode: Episode) -> str:
     meta = episode.model_dump(mode="json", exclude={"body"}, exclude_defaults=False)
-    head = yaml.dump(meta, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True)
-    return f"---\n{head}---\n{episode.body.rstrip()}\n"
+    return f"---\n{_front_matter(meta)}---\n{episode.body.rstrip()}\n"
+
+
+# Characters YAML 1.1 reads differently inside a double-quoted scalar than JSON writes them: line
+# breaks it folds (NEL, LS, PS) and characters it refuses (C1 controls, surrogates, U+FFFE/U+FFFF).
+_NOT_JSON_AS_YAML = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufffe\uffff]")
+
+
+def _front_matter(meta: dict[str, Any]) -> str:
+    """One `key: value` line per field, the value written as JSON: a JSON value is a YAML flow value,
+    and this is ten times faster than PyYAML's representer (about 25 against 230 µs an episode). A
+    value YAML would read differently (see above, or a float JSON writes without a point) goes through
+    PyYAML instead."""
+    lines = []
+    for key, value in meta.items():
+        text = json.dumps(value, ensure_ascii=False)
+        if _NOT_JSON_AS_YAML.search(text) or (isinstance(value, float) and "." not in text):
+            return str(yaml.dump(meta, Dumper=_SafeDumper, sort_keys=False, allow_unicode=True))
+        lines.append(f"{key}: {text}\n")
+    return "".join(lines)
 
 
 def parse_episode(text: str, path: Path | str) -> Episode:
