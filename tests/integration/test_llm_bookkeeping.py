@@ -97,3 +97,35 @@ async def test_a_deferred_task_cancelled_before_it_starts_still_runs_it() -> Non
         await task
     assert ran == [True]
     assert inspect.getcoroutinestate(coro) == inspect.CORO_CLOSED
+
+
+async def test_deferred_bookkeeping_waits_for_the_turn_in_progress_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bookkeeping, "MAX_DELAY_S", 3600.0)  # only the turn's end can release it
+    ran: list[str] = []
+    turn_ended = asyncio.Event()
+
+    async def bookkeeping_work() -> None:
+        ran.append("bookkeeping" if turn_ended.is_set() else "bookkeeping during the turn")
+
+    with bookkeeping.turn_in_progress():
+        task = asyncio.create_task(bookkeeping._later(bookkeeping_work()))
+        # The turn outlasts several polls (DELAY_S each).
+        for _ in range(3):
+            await asyncio.sleep(bookkeeping.DELAY_S)
+        turn_ended.set()
+    await task
+    assert ran == ["bookkeeping"]
+
+
+async def test_deferred_bookkeeping_runs_at_most_max_delay_late_when_turns_never_stop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(bookkeeping, "MAX_DELAY_S", bookkeeping.DELAY_S * 2)
+    ran: list[bool] = []
+
+    async def bookkeeping_work() -> None:
+        ran.append(True)
+
+    with bookkeeping.turn_in_progress():  # a server that is never idle
+        await asyncio.create_task(bookkeeping._later(bookkeeping_work()))
+    assert ran == [True]

@@ -5,9 +5,11 @@ the Router's deployment statistics) as event-loop tasks. Started at once, they r
 the turn does next: measured on the P1 bench, about 2.5 ms of the event loop's time per chat turn
 (two calls), between the model's last token and the end of the turn. genworker keeps its own
 record of every call (`LLMCallRecord`: tokens, cost, latency, fallbacks) and reads nothing
-LiteLLM logs, so `defer_bookkeeping(loop)` starts those tasks `DELAY_S` later instead. They still
-run, all of them, once the turn has written its files and ended its stream — as they do after a
-bare endpoint's response, which ends before the loop gets to them.
+LiteLLM logs, so `defer_bookkeeping(loop)` starts those tasks later instead: once no turn is in
+progress (the router marks its turns with `turn_in_progress()`), checked every `DELAY_S`, and at
+most `MAX_DELAY_S` late, so a server that is never idle still runs them. They still run, all of
+them, after the turn has written its files and ended its stream — as they do after a bare
+endpoint's response, which ends before the loop gets to them.
 
 Only tasks whose coroutine is LiteLLM's own and is one of `DEFERRED` are delayed; every other task
 starts as before. `deferred_count()` says how many were, for a test that catches a LiteLLM upgrade
@@ -17,18 +19,40 @@ that renames them (which would only make turns slower, never wrong).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from typing import Any, Final
 
-__all__ = ["DEFERRED", "DELAY_S", "defer_bookkeeping", "deferred_count", "restore_task_factory"]
+__all__ = [
+    "DEFERRED",
+    "DELAY_S",
+    "MAX_DELAY_S",
+    "defer_bookkeeping",
+    "deferred_count",
+    "restore_task_factory",
+    "turn_in_progress",
+]
 
 DELAY_S: Final = 0.05
+MAX_DELAY_S: Final = 1.0
 DEFERRED: Final = frozenset({"Logging.dispatch_success_handlers", "_record_in_background.<locals>.run"})
 _LITELLM: Final = "/litellm/"
 
 _deferred = itertools.count()
 _count = 0
+_turns = 0  # turns in progress in this process
+
+
+@contextlib.contextmanager
+def turn_in_progress() -> Iterator[None]:
+    """Mark a turn: deferred bookkeeping waits until none is in progress (at most `MAX_DELAY_S`)."""
+    global _turns
+    _turns += 1
+    try:
+        yield
+    finally:
+        _turns -= 1
 
 
 def deferred_count() -> int:
@@ -42,8 +66,13 @@ def _litellm_bookkeeping(coro: Any) -> bool:
 
 
 async def _later(coro: Coroutine[Any, Any, Any]) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + MAX_DELAY_S
     try:
         await asyncio.sleep(DELAY_S)
+        # A bounded poll rather than an Event: turns are counted across event loops (tests run many).
+        while _turns > 0 and loop.time() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(DELAY_S)
     except asyncio.CancelledError:  # before it started (the loop is closing): it runs now, not dropped
         await coro
         raise

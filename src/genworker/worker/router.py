@@ -23,6 +23,7 @@ from genworker.engine.base import EngineDeps, EngineRequest, RunResult, RunStatu
 from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
 from genworker.ids import validate_id
+from genworker.llm.bookkeeping import turn_in_progress
 from genworker.llm.client import LLMClient
 from genworker.memory import Episode, MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
@@ -132,15 +133,16 @@ class WorkerRouter:
         thread_id = self._thread_id(req)
         run_id, task_id = f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}"
         yield RouteAccepted(thread_id, run_id, task_id)
-        async with self.queue.turn(req.tenant_id, thread_id, run_id):
-            # A new thread's session, the policy snapshot and the run record: durable together before
-            # the engine or a pre_script starts; recall and context assembly overlap their sync.
-            async with self.files.pending() as written:
-                # Read inside the turn: a message queued behind a busy thread sees the turn before it.
-                session = await self._session(req, thread_id)
-                start = await self._start(req, worker, thread_id, run_id, task_id)
-            async for event in self._run(req, worker, session, thread_id, start, written):
-                yield event
+        with turn_in_progress():  # LiteLLM's logging waits until no turn is in progress (llm/bookkeeping.py)
+            async with self.queue.turn(req.tenant_id, thread_id, run_id):
+                # A new thread's session, the policy snapshot and the run record: durable together before
+                # the engine or a pre_script starts; recall and context assembly overlap their sync.
+                async with self.files.pending() as written:
+                    # Read inside the turn: a message queued behind a busy thread sees the turn before it.
+                    session = await self._session(req, thread_id)
+                    start = await self._start(req, worker, thread_id, run_id, task_id)
+                async for event in self._run(req, worker, session, thread_id, start, written):
+                    yield event
 
     def _thread_id(self, req: RouteRequest) -> str:
         """The caller's thread (checked as its session id will be), or a new one."""
