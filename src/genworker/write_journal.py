@@ -104,7 +104,8 @@ class DurableFiles(Protocol):
 
     def pending(self) -> AbstractAsyncContextManager[Written]:
         """`batch()` whose end does not wait (unless the block raised): the sync starts there and the
-        caller awaits `written.durable()` once it needs the writes on disk, doing other work meanwhile."""
+        caller awaits `written.durable()` once it needs the writes on disk, doing other work meanwhile.
+        A `batch()` or `pending()` inside another one is a block of its own (it waits for its writes)."""
         ...
 
 
@@ -267,9 +268,8 @@ class JournaledFiles:
 
     @contextlib.asynccontextmanager
     async def pending(self) -> AsyncIterator[Written]:
-        if _open_block() is not None:  # nested: the outer block waits
-            yield ON_DISK
-            return
+        # Nested in another block, it is a block of its own: its `durable()` must not return before
+        # its writes are on disk, which the outer block only ensures at its end.
         waits, written = _Block(), Written()
         token = _WAITS.set(waits)
         failed = False

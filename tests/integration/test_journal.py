@@ -409,3 +409,17 @@ async def test_a_pending_block_that_raises_waits_before_the_error_goes_on(
         pass
     await nothing.durable()
     assert len(counter.fdatasync) == 1
+
+
+@pytest.mark.anyio
+async def test_a_pending_block_inside_another_waits_for_its_own_writes(
+    tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = SyncCounter(monkeypatch)
+    async with files.batch():
+        async with files.pending() as written:
+            await files.run(lambda: files.write_atomic(tmp_path / "run.json", b"r"))
+        await written.durable()
+        assert len(counter.fdatasync) == 1  # on disk before the outer block ends
+        await files.run(lambda: files.write_atomic(tmp_path / "session.json", b"s"))
+    assert len(counter.fdatasync) == 2

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 from collections.abc import Coroutine, Iterator
 from typing import Any, Final
 
@@ -39,9 +38,8 @@ MAX_DELAY_S: Final = 1.0
 DEFERRED: Final = frozenset({"Logging.dispatch_success_handlers", "_record_in_background.<locals>.run"})
 _LITELLM: Final = "/litellm/"
 
-_deferred = itertools.count()
-_count = 0
-_turns = 0  # turns in progress in this process
+_count = 0  # tasks started late so far
+_turns = 0  # turns in progress in this process (a hint: a miscount only brings MAX_DELAY_S into play)
 
 
 @contextlib.contextmanager
@@ -89,7 +87,7 @@ class _Factory:
     def __call__(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
         global _count
         if _litellm_bookkeeping(coro):
-            _count = next(_deferred) + 1
+            _count += 1
             coro = _later(coro)
         if self.previous is not None:
             return self.previous(loop, coro, **kwargs)  # type: ignore[no-any-return]

@@ -287,13 +287,13 @@ class WorkerRouter:
         # Three independent files, durable together before RUN_FINISHED and RouteDone (the final event);
         # the memory index learns from the episode while they are synced.
         remembered = self._outcome(req, result, manifest.task_id, recalled, scope.secrets)
-        async with self.files.pending() as written:
+        async with self.files.pending() as ended:
             record, _, episode = await asyncio.gather(
                 self.tasks.complete(ref, result, tool_calls=tool_calls),
                 self._append_turn(session, req, run_id, result),
                 self._episode(binding, remembered),
             )
-        await asyncio.gather(written.durable(), self._learn(binding, remembered, episode))
+        await asyncio.gather(ended.durable(), self._learn(binding, remembered, episode))
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture, match.skill.name)
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
