@@ -257,8 +257,10 @@ class JournaledFiles:
         raised after writing something)."""
         if _open_block() is not None:  # inside a together() or batch() block: that block waits
             return work()
-        async with self.batch():
-            return work()
+        async with self.pending() as written:
+            result = work()
+        await written.durable()
+        return result
 
     @contextlib.asynccontextmanager
     async def batch(self) -> AsyncIterator[None]:
@@ -291,12 +293,6 @@ class JournaledFiles:
             waits.closed = True
             owed = [(segment, line) for segment, line in waits if segment.synced < line]
         return self._syncs.enqueue(owed) if owed else None
-
-    async def _durable(self, waits: _Waits) -> None:
-        with self._cond:
-            owed = [(segment, line) for segment, line in waits if segment.synced < line]
-        if owed:
-            await self._syncs.submit(owed)
 
     def _sync_batch(self, batch: list[Request[_Waits, None]]) -> list[Request[_Waits, None]]:
         """In the group-commit thread: every run() waiting by now shares the segment's fdatasyncs."""
