@@ -18,12 +18,13 @@ from fastapi.testclient import TestClient
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
+from genworker.conversation.models import session_id_for
 from genworker.engine.events import ApprovalRequired, RunError
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer, scripted_env
+from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
 from genworker.worker.context import ContextWindowConfig
-from genworker.worker.router import RouteDone, RouteRequest, RouterEvent
+from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest, RouterEvent
 
 DUTIES = {
     "closed.md": "---\nduty_id: closed\ntitle: Old\nstatus: closed\ntriggers: [{id: m, type: manual}]\n---\nDo it.\n",
@@ -282,6 +283,34 @@ def test_a_message_queued_behind_a_busy_thread_sees_the_turn_before_it(
 
 async def collect(events: AsyncIterator[RouterEvent]) -> list[RouterEvent]:
     return [event async for event in events]
+
+
+def test_a_new_threads_session_is_stored_once_with_its_first_turn_and_not_for_a_failed_one(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    """A thread the turn starts is not stored before the engine: its first turn creates it (one save,
+    version 1). A first turn that fails leaves no session behind; the thread works afterwards."""
+    model_server.expect(Reply("first answer"), Fail(400), Reply("later answer"))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        assert runtime.router is not None
+        sessions = runtime.router.sessions
+        first = route(client, runtime, RouteRequest("acme", "alice", "hello there"))
+        started, done = first[0], first[-1]
+        assert isinstance(started, RouteAccepted) and isinstance(done, RouteDone)
+        stored = client.portal.call(lambda: sessions.get("acme", session_id_for("thread", "alice", started.thread_id)))  # type: ignore[union-attr]
+        assert stored is not None and stored.version == 1
+        assert [m.content for m in stored.messages] == ["hello there", "first answer"]
+
+        failed = route(client, runtime, RouteRequest("acme", "alice", "this one fails"))
+        started, done = failed[0], failed[-1]
+        assert isinstance(started, RouteAccepted) and isinstance(done, RouteDone)
+        assert done.record.state == "failed"
+        session_id = session_id_for("thread", "alice", started.thread_id)
+        assert client.portal.call(lambda: sessions.get("acme", session_id)) is None  # type: ignore[union-attr]
+        again = route(client, runtime, RouteRequest("acme", "alice", "try again", thread_id=started.thread_id))
+        assert isinstance(again[-1], RouteDone) and again[-1].record.state == "completed"
+        stored = client.portal.call(lambda: sessions.get("acme", session_id))  # type: ignore[union-attr]
+        assert stored is not None and [m.content for m in stored.messages] == ["try again", "later answer"]
 
 
 def test_a_chat_turn_waits_for_two_journal_syncs_one_before_the_run_and_one_at_its_end(

@@ -144,6 +144,23 @@ def test_cancelling_the_plan_cancels_the_parked_run(
         assert run.history[-1].note.startswith(f"the wait for {KEY} was cancelled by api:")
 
 
+def test_a_new_threads_first_turn_parks_as_a_conversation_its_session_holding_the_request(
+    tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    """The session of a thread the turn started is stored only with that turn, after the tool
+    parked it: the plan still knows the thread's history carries the request."""
+    model_server.expect(wait_call())
+    with running(tmp_path, build(), model_server) as h:
+        parked = h.ask("Deploy PR 42 once it is merged.")
+        plan = h.plan()
+        assert plan.resume["conversational"] is True and plan.resume["thread_id"] == parked.thread_id
+        assert "The task:" not in continuation(plan).text  # the history, not the text, repeats it
+        assert h.runtime.router is not None
+        sessions = h.runtime.router.sessions
+        stored = h.call(lambda: sessions.get_or_create_thread("acme", "alice", parked.thread_id))
+        assert [m.content for m in stored.messages][:1] == ["Deploy PR 42 once it is merged."]
+
+
 def test_an_escalated_wait_keeps_the_run_paused_until_a_person_decides(
     tmp_path: Path, build: Callable[..., Path], model_server: ScriptedModelServer
 ) -> None:

@@ -54,13 +54,18 @@ class SessionManager:
     ) -> ConversationSession:
         """The thread's session, created (with `ttl_s` and `metadata`) when it does not exist yet."""
         thread = thread_id if thread_id is not None else self._new_thread_id()
-        return await self._get_or_create(tenant_id, "thread", worker_id, thread, ttl_s, metadata)
+        return await self._get_or_create(self._fresh(tenant_id, "thread", worker_id, thread, ttl_s, metadata))
 
     def new_thread_id(self) -> str:
         return self._new_thread_id()
 
+    def unsaved_thread(self, tenant_id: str, worker_id: str, thread_id: str) -> ConversationSession:
+        """A new thread's session, not yet stored: its first `append` creates it (one file write for
+        a new conversation's first turn instead of two). For a thread id nobody can know yet."""
+        return self._fresh(tenant_id, "thread", worker_id, thread_id, None, None)
+
     async def main_session(self, tenant_id: str, worker_id: str) -> ConversationSession:
-        return await self._get_or_create(tenant_id, "main", worker_id, MAIN_THREAD_ID, None, None)
+        return await self._get_or_create(self._fresh(tenant_id, "main", worker_id, MAIN_THREAD_ID, None, None))
 
     async def get(self, tenant_id: str, session_id: str) -> ConversationSession | None:
         return await self.store.get(tenant_id, session_id)
@@ -86,7 +91,20 @@ class SessionManager:
     def history(session: ConversationSession, limit: int | None = None) -> tuple[ChatMessage, ...]:
         return recent_messages(session.messages, limit)
 
-    async def _get_or_create(
+    async def _get_or_create(self, fresh: ConversationSession) -> ConversationSession:
+        """The stored session of `fresh`'s id, else `fresh`, stored now."""
+        existing = await self.store.get(fresh.tenant_id, fresh.session_id)
+        if existing is not None:
+            return existing
+        try:
+            return await self.aggregate.create(fresh)
+        except ConcurrentUpdateError:
+            existing = await self.store.get(fresh.tenant_id, fresh.session_id)
+            if existing is None:
+                raise
+            return existing
+
+    def _fresh(
         self,
         tenant_id: str,
         kind: SessionKind,
@@ -96,13 +114,9 @@ class SessionManager:
         metadata: Mapping[str, Any] | None,
     ) -> ConversationSession:
         validate_id(tenant_id, "tenant id")
-        session_id = session_id_for(kind, worker_id, thread_id)
-        existing = await self.store.get(tenant_id, session_id)
-        if existing is not None:
-            return existing
         now = self._clock()
-        fresh = ConversationSession(
-            session_id=session_id,
+        return ConversationSession(
+            session_id=session_id_for(kind, worker_id, thread_id),
             tenant_id=tenant_id,
             worker_id=worker_id,
             kind=kind,
@@ -112,13 +126,6 @@ class SessionManager:
             ttl_s=ttl_s,
             metadata=metadata or {},
         )
-        try:
-            return await self.aggregate.create(fresh)
-        except ConcurrentUpdateError:
-            existing = await self.store.get(tenant_id, session_id)
-            if existing is None:
-                raise
-            return existing
 
 
 def recent_messages(messages: tuple[ChatMessage, ...], limit: int | None) -> tuple[ChatMessage, ...]:

@@ -198,6 +198,7 @@ class ToolRuntime:
         approved_call_ids: frozenset[str] = frozenset(),
         undo_window_s: float | None = None,
         skill_id: str | None = None,
+        conversational: bool = False,
     ) -> ToolScope:
         policy = worker.persona.tool_policy
         worker_table, tenant_table = self._effect_tables(tenant, worker)
@@ -217,6 +218,7 @@ class ToolRuntime:
             tenant_effect_overrides=tenant_table,
             undo_window_s=undo_window_s,
             skill_id=skill_id,
+            conversational=conversational,
         )
 
     def _effect_tables(self, tenant: Tenant, worker: Worker) -> tuple[EffectTable, EffectTable]:

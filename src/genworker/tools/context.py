@@ -38,6 +38,7 @@ class ToolScope:
     tenant_effect_overrides: EffectTable | None = None  # TENANT.json tool_effect_overrides
     undo_window_s: float | None = None  # set: external/delegate calls are held this long (undo window)
     skill_id: str | None = None  # the skill the run uses (explicit or matched)
+    conversational: bool = False  # a routed turn whose thread session keeps the request (wait_for_event)
 
 
 @dataclass(frozen=True, slots=True)

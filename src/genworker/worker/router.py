@@ -162,6 +162,8 @@ class WorkerRouter:
     async def _session(self, req: RouteRequest, thread_id: str) -> ConversationSession | None:
         if not req.conversational:
             return None
+        if req.thread_id is None:  # a thread this turn starts: stored with its first turn (_append_turn)
+            return self.sessions.unsaved_thread(req.tenant_id, req.worker_id, thread_id)
         return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, thread_id)
 
     async def _start(
@@ -248,6 +250,7 @@ class WorkerRouter:
             posture=decision.posture,
             undo_window_s=decision.undo_window_s,
             skill_id=match.skill_id,  # wait_for_event records it, so the continuation keeps it
+            conversational=session is not None,  # and whether the thread's history carries the request
         )
         task_text = req.text
         pre_script = outcome.duty.pre_script if outcome.duty is not None else None

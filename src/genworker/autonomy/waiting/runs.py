@@ -51,15 +51,15 @@ async def park_run(
     returns the stored plan: a retried tool call does not park twice)."""
     run = await router.tasks.get_run(RunRef(scope.tenant_id, scope.worker_id, scope.run_id))
     manifest = await router.tasks.get_manifest(scope.tenant_id, scope.worker_id, run.task_id)
-    session = None
-    if run.thread_id is not None:
+    conversational = scope.conversational  # a new thread's session is stored with the turn that parks
+    if not conversational and run.thread_id is not None:  # a scope from outside a routed turn
         session_id = session_id_for("thread", scope.worker_id, run.thread_id)
-        session = await router.sessions.get(scope.tenant_id, session_id)
+        conversational = await router.sessions.get(scope.tenant_id, session_id) is not None
     resume: dict[str, Any] = {
         "run_id": run.run_id,
         "task_id": run.task_id,
         "thread_id": run.thread_id,
-        "conversational": session is not None,  # the thread's history carries the request
+        "conversational": conversational,  # the thread's history carries the request
         "text": manifest.text,
         "reason": request.reason,
         "instructions": request.resume_instructions,
