@@ -4,8 +4,11 @@ partitions and tenants are enforced; errors are never stored."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +16,7 @@ from typing import Any
 import pytest
 
 from genworker.memory import MemoryBinding, MemoryQuery, MemoryService, RunOutcome, Scope, ScopeKind, reindex
+from genworker.memory.config import MemoryConfig
 from genworker.memory.errors import MemoryPolicyError
 from genworker.memory.index import SearchFilters
 from genworker.memory.models import Episode, Provenance, render_episode
@@ -166,6 +170,54 @@ async def test_an_index_failure_never_blocks_the_write_and_the_next_recall_catch
     del owner.index.add  # the index works again
     later = await service.recall(MemoryQuery("Berlin offsite", MemoryBinding("acme", "alice", thread_id="t1")))
     assert [h.episode_id for h in later.hits] == [episode.episode_id]
+
+
+async def test_recall_waits_for_runs_learnt_in_the_background_but_not_for_their_extraction(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`learn_later`: a recall started while the index update is held waits for it and finds the
+    run; it does not wait for extraction (a model call), which `learned()` waits for."""
+    held, release = threading.Event(), threading.Event()
+    extracting, finish = asyncio.Event(), asyncio.Event()
+    real_index = MemoryService._index_run
+
+    def index_run(self: MemoryService, *args: Any) -> None:
+        held.set()
+        assert release.wait(30), "the test never released the index update"
+        real_index(self, *args)
+
+    async def extract(self: MemoryService, *args: Any) -> list[Any]:
+        extracting.set()
+        await finish.wait()
+        return []
+
+    service = MemoryService(root, MemoryConfig(extract=True), llm=object())  # type: ignore[arg-type]
+    try:
+        duty = MemoryBinding("acme", "alice", run_id="r1", duty_id="billing")
+        later = MemoryQuery("ledger invoices", replace(duty, run_id="r2"))
+        await service.write_run(replace(duty, run_id="r0"), RunOutcome("Plan the offsite", "Offsite planned."))
+        assert (await service.recall(later)).hits == ()  # the index is synced with the files from here on
+        monkeypatch.setattr(MemoryService, "_index_run", index_run)
+        monkeypatch.setattr(MemoryService, "_extract", extract)
+        outcome = RunOutcome("Reconcile the ledger", "Ledger reconciled, 3 invoices open.")
+        episode = await service.write_run(duty, outcome)
+        assert episode is not None
+        service.learn_later(duty, outcome, episode)
+        assert await asyncio.to_thread(held.wait, 30)
+        recall = asyncio.create_task(service.recall(later))
+        for _ in range(100):  # an index read that does not wait is done within a few loop passes
+            await asyncio.sleep(0)
+        assert not recall.done()
+        release.set()
+        assert [h.episode_id for h in (await recall).hits] == [episode.episode_id]
+        await asyncio.wait_for(extracting.wait(), 30)  # recall returned while extraction runs
+        learned = asyncio.create_task(service.learned())
+        await asyncio.sleep(0)
+        assert not learned.done()
+        finish.set()
+        await asyncio.wait_for(learned, 30)
+    finally:
+        service.close()
 
 
 async def test_a_run_bound_to_one_scope_never_sees_another(service: MemoryService) -> None:

@@ -4,8 +4,10 @@ runs, a failed run leaves nothing, and extraction (only when enabled) supersedes
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -133,6 +135,54 @@ def test_a_matter_from_another_channel_is_asked_about_before_it_is_used(
         assert [o.status for o in offers] == ["accepted"]
 
 
+def test_a_turn_ends_before_its_index_update_and_the_next_read_of_the_index_waits_for_it(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index learns from a finished run in the background (`learn_later`): the first turn
+    returns while its index update is held, and the next turn's continuation check (a read of the
+    index) waits for that update, so it still finds the matter from the other channel."""
+    held, release = threading.Event(), threading.Event()
+    waiting = threading.Event()
+    real_index, real_indexed = MemoryService._index_run, MemoryService.indexed
+
+    def index_run(self: MemoryService, *args: Any) -> None:
+        held.set()
+        assert release.wait(30), "the test never released the index update"
+        real_index(self, *args)
+
+    async def indexed(self: MemoryService) -> None:
+        if self._learning:
+            waiting.set()
+        await real_indexed(self)
+
+    monkeypatch.setattr(MemoryService, "_index_run", index_run)
+    monkeypatch.setattr(MemoryService, "indexed", indexed)
+    model_server.expect(Reply("Noted: the Hamburg warehouse lease renews in May."), Reply("Let me look."))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        router = runtime.router
+        assert router is not None
+        text = "The Hamburg warehouse lease renewal is due in May, please track it."
+        later = "Any update on the Hamburg warehouse lease?"
+
+        async def scenario() -> list[RouterEvent]:
+            first = [e async for e in router.route_stream(RouteRequest("acme", "alice", text, source_id="slack:U1"))]
+            assert isinstance(first[-1], RouteDone) and first[-1].result.status == "completed"
+            assert held.is_set() and not release.is_set()  # the turn ended with its index update pending
+            req = RouteRequest("acme", "alice", later, source_id="email:dana@x", thread_id="mail-7")
+            second = asyncio.create_task(collect(router.route_stream(req)))
+            assert await asyncio.to_thread(waiting.wait, 30), "the next turn did not wait for the index"
+            release.set()
+            return await second
+
+        asked = client.portal.call(scenario)  # type: ignore[union-attr]
+        done = asked[-1]
+        assert isinstance(done, RouteDone) and "Shall I bring" in done.result.output
+
+
+async def collect(events: AsyncIterator[RouterEvent]) -> list[RouterEvent]:
+    return [event async for event in events]
+
+
 def test_a_failed_run_leaves_no_memory(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
     model_server.expect(Fail(500, "provider exploded"))  # one model for every tier: nothing to fall back to
     with running(tmp_path, workspace, model_server) as (client, runtime):
@@ -161,8 +211,11 @@ def test_extraction_when_enabled_records_and_supersedes_decisions(
         extraction("Use Globex for printing", True),
     )
     with running(tmp_path, workspace, model_server, GENWORKER_MEMORY_EXTRACT="1") as (client, runtime):
+        memory = memory_of(runtime)  # extraction runs after the turn: waited for, so the model answers in order
         route(client, runtime, RouteRequest("acme", "alice", "Let's use ACME for printing.", thread_id="t1"))
+        client.portal.call(memory.learned)  # type: ignore[union-attr]
         route(client, runtime, RouteRequest("acme", "alice", "Change of plan: Globex for printing.", thread_id="t1"))
+        client.portal.call(memory.learned)  # type: ignore[union-attr]
         decisions = memory_of(runtime).statements("acme", "alice", "decision").all()
     assert [(d.value, d.status) for d in decisions] == [
         ("Use ACME for printing", "superseded"),

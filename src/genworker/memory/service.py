@@ -81,6 +81,7 @@ class MemoryService:
         self.embed = embed if embed is not None else (MiniLMEmbedder() if self.config.embeddings else None)
         self._owners: dict[tuple[str, ...], OwnerMemory] = {}
         self._lock = threading.Lock()
+        self._learning: set[asyncio.Future[None]] = set()  # learn_later's tasks and "indexed" futures
         self.orchestrator = MemoryOrchestrator(
             (LocalIndexProvider(self), StatementsProvider(self._statement_stores), *providers),
             timeout_s=self.config.timeout_s,
@@ -141,6 +142,7 @@ class MemoryService:
     async def recall(self, query: MemoryQuery) -> RecallResult:
         if not self.config.enabled:
             return RecallResult()
+        await self.indexed()
         return await self.orchestrator.query(query)
 
     async def recall_for_run(
@@ -237,10 +239,43 @@ class MemoryService:
     async def learn_from_run(self, binding: MemoryBinding, outcome: RunOutcome, episode: Episode) -> None:
         """What follows the episode file: the index (one thread hop for the episode and the turns),
         reinforcement of what the run recalled, extraction when enabled. Never raises."""
+        await self._learn(binding, outcome, episode, None)
+
+    def learn_later(self, binding: MemoryBinding, outcome: RunOutcome, episode: Episode) -> None:
+        """`learn_from_run` in the background, so a turn can end without waiting for the index. Every
+        read of the index (recall, continuation checks) first waits until the runs learnt so far are in
+        it; `learned()` waits for the extraction too (at shutdown)."""
+        indexed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(self._learn(binding, outcome, episode, indexed), name="memory-learn")
+        for pending in (indexed, task):
+            self._learning.add(pending)
+            pending.add_done_callback(self._learning.discard)
+        task.add_done_callback(lambda _: _settle(indexed))  # also when cancelled before it started
+
+    async def indexed(self) -> None:
+        """Return once every run `learn_later` got so far is in the index (and reinforced)."""
+        waits = [f for f in self._learning if not isinstance(f, asyncio.Task)]
+        if waits:
+            await asyncio.wait(waits)
+
+    async def learned(self) -> None:
+        """Return once every `learn_later` started so far is done, extraction included (they never raise)."""
+        if self._learning:
+            await asyncio.wait(set(self._learning))
+
+    async def _learn(
+        self, binding: MemoryBinding, outcome: RunOutcome, episode: Episode, indexed: asyncio.Future[None] | None
+    ) -> None:
         try:
             await asyncio.to_thread(self._index_run, binding, _seal_scope(binding), outcome, episode)
             if outcome.recalled:
                 await asyncio.to_thread(self._reinforce, binding, outcome.recalled)
+        except Exception:
+            log.exception("memory: recording run %s failed", binding.run_id)
+        finally:
+            if indexed is not None:
+                _settle(indexed)
+        try:
             if self.config.extract and self.llm is not None:
                 await self._extract(binding, _seal_scope(binding), outcome)
         except Exception:
@@ -340,6 +375,7 @@ class MemoryService:
         if binding.thread_id is None or not self.config.enabled:
             return None
         owner = self.worker(binding.tenant_id, binding.worker_id)
+        await self.indexed()
         offer = await asyncio.to_thread(find_continuation, owner.index, text, binding.thread_id, channel)
         if offer is not None:
             await asyncio.to_thread(self.offers(binding.tenant_id, binding.worker_id).add, offer)
@@ -375,6 +411,11 @@ def channel_of(source_type: str, source_id: str | None) -> str:
     "platform:sender"), else the source type (chat, duty, schedule ...)."""
     platform = (source_id or "").partition(":")[0]
     return platform if source_type == "chat" and platform in _PLATFORMS else source_type
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _seal_scope(binding: MemoryBinding) -> Scope:

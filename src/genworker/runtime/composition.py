@@ -291,6 +291,7 @@ class Runtime:
             await self.inbox.aclose()
         await self.tools.stop()
         if self.router is not None and self.router.memory is not None:
+            await self.router.memory.learned()  # the last turns' index updates
             self.router.memory.close()  # the memory indexes' SQLite connections
         await self._close_clients()
 

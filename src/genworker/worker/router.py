@@ -288,7 +288,7 @@ class WorkerRouter:
         result, tool_calls = settled.result, settled.tool_calls
         assert result is not None
         # Three independent files, durable together before RUN_FINISHED and RouteDone (the final event);
-        # the memory index learns from the episode while they are synced.
+        # the memory index learns from the episode meanwhile and after (its readers wait for it).
         remembered = self._outcome(req, result, manifest.task_id, recalled, scope.secrets)
         async with self.files.pending() as ended:
             record, _, episode = await asyncio.gather(
@@ -296,7 +296,9 @@ class WorkerRouter:
                 self._append_turn(session, req, run_id, result),
                 self._episode(binding, remembered),
             )
-        await asyncio.gather(ended.durable(), self._learn(binding, remembered, episode))
+        if self.memory is not None and remembered is not None and episode is not None:
+            self.memory.learn_later(binding, remembered, episode)
+        await ended.durable()
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture, match.skill.name)
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
@@ -327,11 +329,6 @@ class WorkerRouter:
         if self.memory is None or outcome is None:
             return None
         return await self.memory.write_run(binding, outcome)
-
-    async def _learn(self, binding: MemoryBinding, outcome: RunOutcome | None, episode: Episode | None) -> None:
-        """The index, reinforcement and extraction after the episode; best effort, never raises."""
-        if self.memory is not None and outcome is not None and episode is not None:
-            await self.memory.learn_from_run(binding, outcome, episode)
 
     async def _cross_channel(
         self, binding: MemoryBinding, req: RouteRequest, session: ConversationSession | None
