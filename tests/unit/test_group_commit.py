@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 
 import pytest
 
@@ -74,8 +75,8 @@ async def test_a_cancelled_caller_is_left_out_and_a_failure_reaches_its_caller()
     assert commit.batches == [[1], [-3]]
 
 
-async def test_an_idle_drain_thread_serves_the_next_request_then_ends() -> None:
-    threads: list[threading.Thread] = []
+def recording(threads: list[threading.Thread]) -> Callable[[list[Request[int, int]]], list[Request[int, int]]]:
+    """A commit that answers each request with its value and notes the thread it ran in."""
 
     def commit(batch: list[Request[int, int]]) -> list[Request[int, int]]:
         threads.append(threading.current_thread())
@@ -83,7 +84,12 @@ async def test_an_idle_drain_thread_serves_the_next_request_then_ends() -> None:
             request.future.set_result(request.value)
         return []
 
-    group: GroupCommit[int, int] = GroupCommit(commit, name="test-linger", linger_s=5)
+    return commit
+
+
+async def test_an_idle_drain_thread_serves_the_next_request_then_ends() -> None:
+    threads: list[threading.Thread] = []
+    group: GroupCommit[int, int] = GroupCommit(recording(threads), name="test-linger", linger_s=5)
     assert await group.submit(1) == 1
     assert await group.submit(2) == 2  # well within the linger: no new thread
     assert threads[0] is threads[1]
@@ -91,3 +97,13 @@ async def test_an_idle_drain_thread_serves_the_next_request_then_ends() -> None:
     assert not threads[0].is_alive()
     assert await group.submit(3) == 3  # a new thread once the idle one has ended
     assert threads[2] is not threads[0]
+
+
+async def test_close_ends_an_idle_drain_thread_at_once_and_a_later_request_still_works() -> None:
+    threads: list[threading.Thread] = []
+    group: GroupCommit[int, int] = GroupCommit(recording(threads), name="test-close", linger_s=3600)
+    assert await group.submit(1) == 1
+    group.close()
+    await asyncio.to_thread(threads[0].join, 30)  # not an hour
+    assert not threads[0].is_alive()
+    assert await group.submit(2) == 2
