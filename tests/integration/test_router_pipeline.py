@@ -22,7 +22,7 @@ from genworker.conversation.models import session_id_for
 from genworker.engine.events import ApprovalRequired, RunError
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
+from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, scripted_env
 from genworker.worker.context import ContextWindowConfig
 from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest, RouterEvent
 
@@ -337,41 +337,56 @@ def test_a_chat_turn_waits_for_two_journal_syncs_one_before_the_run_and_one_at_i
         assert len(synced) == 2 and all(".journal" in path for path in synced)
 
 
-def test_the_engine_starts_only_once_the_run_record_is_on_disk(
+def test_the_engine_starts_before_the_pre_run_sync_and_no_tool_runs_before_it(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The pre-run sync overlaps recall and context assembly, never the engine (tools have side
-    effects). The journal's first fdatasync is held until the router waits for it (or, were it not
-    to wait, until the engine starts)."""
+    """The engine's first model call overlaps the pre-run sync; tools have side effects, so the
+    pipeline waits for the run record to be on disk (`ToolScope.recorded`) before any call. The
+    journal's first fdatasync is held until the engine has started (it never would, were it to wait
+    for the sync) and then until someone waits for it or a tool runs: the tool must see every
+    pre-run line synced."""
     from genworker.engine.dispatcher import EngineDispatcher
+    from genworker.tools.pipeline import ToolPipeline
     from genworker.write_journal import Written
 
-    model_server.expect(Reply("answer"))
+    call = Reply("", tool_calls=(ToolCallReply("file_read", {"path": "notes.md"}, "c1"),))
+    model_server.expect(call, Reply("done"))
     (tmp_path / "configs").mkdir(exist_ok=True)
     env = scripted_env(model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600")
+    started, release, at_tool, pre_run = threading.Event(), threading.Event(), [], []
+    real_run, real_invoke, real_fdatasync, real_durable = (
+        EngineDispatcher.run, ToolPipeline._invoke, os.fdatasync, Written.durable
+    )  # fmt: skip
+
+    async def invoke(self: ToolPipeline, ctx: Any) -> Any:  # past every check, as the tool runs
+        at_tool.append(journal._segment.synced)
+        release.set()
+        return await real_invoke(self, ctx)
+
+    monkeypatch.setattr(ToolPipeline, "_invoke", invoke)  # before the pipelines are built
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
         runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
         assert runtime.files is not None
-        journal, seen, release = runtime.files, [], threading.Event()
-        real_run, real_durable, real_fdatasync = EngineDispatcher.run, Written.durable, os.fdatasync
+        journal = runtime.files
 
         def fdatasync(fd: int) -> None:
+            assert started.wait(30), "the engine waited for the pre-run sync"
             assert release.wait(30)
             real_fdatasync(fd)
+
+        async def run(self: EngineDispatcher, *args: Any, **kwargs: Any) -> Any:
+            pre_run.append(journal._segment.written)  # the snapshot, manifest and run record lines
+            started.set()
+            return await real_run(self, *args, **kwargs)
 
         async def durable(self: Written) -> None:
             release.set()
             await real_durable(self)
 
-        async def run(self: EngineDispatcher, *args: Any, **kwargs: Any) -> Any:
-            seen.append((journal._segment.written, journal._segment.synced))
-            release.set()
-            return await real_run(self, *args, **kwargs)
-
         monkeypatch.setattr(os, "fdatasync", fdatasync)
-        monkeypatch.setattr(Written, "durable", durable)
         monkeypatch.setattr(EngineDispatcher, "run", run)
+        monkeypatch.setattr(Written, "durable", durable)
         events = route(client, runtime, RouteRequest("acme", "alice", "hello there"))
         assert isinstance(events[-1], RouteDone) and events[-1].record.state == "completed"
-        [(written, synced)] = seen
-        assert written >= 3 and synced == written  # session, manifest, run record: all synced
+        [lines], [synced] = pre_run, at_tool
+        assert lines >= 2 and synced >= lines  # manifest and run record (and snapshot): on disk first

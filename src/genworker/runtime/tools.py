@@ -199,6 +199,7 @@ class ToolRuntime:
         undo_window_s: float | None = None,
         skill_id: str | None = None,
         conversational: bool = False,
+        recorded: Callable[[], Awaitable[None]] | None = None,
     ) -> ToolScope:
         policy = worker.persona.tool_policy
         worker_table, tenant_table = self._effect_tables(tenant, worker)
@@ -219,6 +220,7 @@ class ToolRuntime:
             undo_window_s=undo_window_s,
             skill_id=skill_id,
             conversational=conversational,
+            recorded=recorded,
         )
 
     def _effect_tables(self, tenant: Tenant, worker: Worker) -> tuple[EffectTable, EffectTable]:

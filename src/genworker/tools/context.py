@@ -5,6 +5,7 @@ Middlewares pass on a new context (`dataclasses.replace`); they never mutate sha
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -39,6 +40,9 @@ class ToolScope:
     undo_window_s: float | None = None  # set: external/delegate calls are held this long (undo window)
     skill_id: str | None = None  # the skill the run uses (explicit or matched)
     conversational: bool = False  # a routed turn whose thread session keeps the request (wait_for_event)
+    # Awaited before every tool call: a routed run's record is on disk before any tool can act, while
+    # the engine's first model call need not wait for that sync.
+    recorded: Callable[[], Awaitable[None]] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,6 +119,8 @@ class ToolPipeline:
 
     async def execute(self, scope: ToolScope, call: ToolCall, caller: Caller = "llm") -> ToolOutcome:
         """Run one call through the chain. Never raises (except on cancellation)."""
+        if scope.recorded is not None:
+            await scope.recorded()
         tool = self._tools.get(call.name)
         if tool is None or (caller == "llm" and HIDDEN_FROM_LLM in tool.spec.tags):
             # the model is not told hidden tools exist

@@ -210,8 +210,9 @@ class WorkerRouter:
         start: _Started,
         written: Written,
     ) -> AsyncIterator[RouterEvent]:
-        """The started task, once `written` (its session, snapshot and run record) is durable: at once
-        when it will not run, else after recall and context assembly."""
+        """The started task. `written` (its snapshot, manifest and run record) is waited for at once
+        when the task will not run, before a pre_script, and otherwise before the engine's first
+        tool call (`ToolScope.recorded`): the engine's first model call overlaps that sync."""
         outcome, match, manifest, persisted = start.outcome, start.match, start.manifest, start.persisted
         decision, run_id = outcome.decision, manifest.run_id
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
@@ -251,6 +252,7 @@ class WorkerRouter:
             undo_window_s=decision.undo_window_s,
             skill_id=match.skill_id,  # wait_for_event records it, so the continuation keeps it
             conversational=session is not None,  # and whether the thread's history carries the request
+            recorded=written.durable,  # no tool acts before the run record is on disk
         )
         task_text = req.text
         pre_script = outcome.duty.pre_script if outcome.duty is not None else None
@@ -281,8 +283,7 @@ class WorkerRouter:
         )
         assert match.skill is not None
         engine_req = EngineRequest(run_id, match.skill, context.task, scope, resume=req.resume)
-        await written.durable()  # the engine may call tools with side effects
-        settled = _Settled()
+        settled = _Settled()  # the engine starts at once: its tool calls wait for `written` (scope.recorded)
         async for event in self._engine_events(engine_req, context, ref, question, settled):
             yield event
         result, tool_calls = settled.result, settled.tool_calls
@@ -298,6 +299,7 @@ class WorkerRouter:
             )
         if self.memory is not None and remembered is not None and episode is not None:
             self.memory.learn_later(binding, remembered, episode)
+        await written.durable()  # long done, unless the run called no tool
         await ended.durable()
         await self._ask_tool_approval(req, manifest, ref, result, decision.posture, match.skill.name)
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
