@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 JOURNAL_DIR = ".journal"
 _FORMAT = 1
+SEGMENT_BYTES = 256 * 1024  # zeros written ahead in each segment (a chat turn writes a few KB of lines)
 
 T = TypeVar("T")
 _Waits = list[tuple["_Segment", int]]
@@ -169,6 +170,7 @@ def current_boot_id() -> str:
 class _Segment:
     path: Path
     fd: int
+    end: int = 0  # where the next line goes (zeros from here on)
     written: int = 0  # lines appended
     synced: int = 0  # lines known to be on disk
     syncing: bool = False
@@ -335,19 +337,24 @@ class JournaledFiles:
         return path.relative_to(self.root).as_posix()
 
     def _open_segment(self) -> _Segment:
+        """A new segment: its header, then zeros up to `SEGMENT_BYTES`, all on disk. Lines overwrite the
+        zeros, so a line's fdatasync writes its data block only, not the file's size as well (about half
+        the time on ext4); a segment that outgrows the zeros simply grows."""
         path = self.folder / f"{self.owner}.{next(self._numbers):06d}.jsonl"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        header = {"journal": _FORMAT, "boot_id": self._boot_id, "pid": os.getpid()}
-        os.write(fd, _line(header))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        header = _line({"journal": _FORMAT, "boot_id": self._boot_id, "pid": os.getpid()})
+        os.pwrite(fd, header + bytes(max(SEGMENT_BYTES - len(header), 0)), 0)
+        os.fsync(fd)
         fsync_dir(self.folder)
-        return _Segment(path, fd)
+        return _Segment(path, fd, end=len(header))
 
     def _commit(self, record: dict[str, Any], file: Path | None, other: Path | None = None) -> None:
         """Append `record`; return once it (and any line before it) is on disk."""
         line = _line(record)
         with self._cond:
             segment = self._segment
-            os.write(segment.fd, line)
+            _write_at(segment.fd, line, segment.end)
+            segment.end += len(line)
             segment.written += 1
             mine = segment.written
             if file is not None:
@@ -457,9 +464,17 @@ def _redo(op: dict[str, Any], path: Path, target: Path) -> None:
         remove_file(path, durable=False)
 
 
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view, offset = view[written:], offset + written
+
+
 def _records(segment: Path) -> Iterator[dict[str, Any]]:
-    """The segment's complete lines; a torn last line (the crash came mid-append) was never acknowledged."""
-    for raw in segment.read_bytes().splitlines():
+    """The segment's complete lines, up to its zeros (a line never holds a NUL byte: JSON escapes it);
+    a torn last line (the crash came mid-write) was never acknowledged."""
+    for raw in segment.read_bytes().split(b"\0", 1)[0].splitlines():
         try:
             yield json.loads(raw)
         except ValueError:

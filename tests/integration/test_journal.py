@@ -54,6 +54,28 @@ def test_a_write_costs_one_journal_fdatasync_and_no_fsync(
     assert [op.split('"op":"')[1].split('"')[0] for op in ops] == ["write", "create", "move", "remove"]
 
 
+def test_lines_overwrite_zeros_written_ahead_and_a_segment_may_outgrow_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A segment starts as its header and zeros (on disk): a line's sync does not change the file's
+    size. One that outgrows the zeros grows; every line is read back, and the zeros are not a torn
+    line."""
+    monkeypatch.setattr(journal_module, "SEGMENT_BYTES", 4096)
+    files = JournaledFiles(tmp_path, interval_s=3600)
+    try:
+        files.write_atomic(tmp_path / "a", b"1")
+        (segment,) = segments(tmp_path)
+        assert segment.stat().st_size == 4096
+        for i in range(5):
+            files.write_atomic(tmp_path / f"big{i}", b"x" * 1000)  # ~1.4 KB a line in base64
+        assert segment.stat().st_size > 4096
+        records = list(journal_module._records(segment))
+        assert [r.get("path") for r in records] == [None, "a", *(f"big{i}" for i in range(5))]
+        assert "torn" not in caplog.text
+    finally:
+        files.close()
+
+
 def test_concurrent_writers_share_one_fdatasync(
     tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,13 +83,13 @@ def test_concurrent_writers_share_one_fdatasync(
     need one more fdatasync between them, not five."""
     appended = 0
     five_more = threading.Event()
-    real_write, real_fdatasync = os.write, os.fdatasync
+    real_write, real_fdatasync = os.pwrite, os.fdatasync
     syncs: list[int] = []
 
-    def write(fd: int, data: bytes) -> int:
+    def write(fd: int, data: bytes, offset: int) -> int:
         nonlocal appended
-        done = real_write(fd, data)
-        if b'"op"' in data:
+        done = real_write(fd, data, offset)
+        if b'"op"' in bytes(data):
             appended += 1
             if appended == 6:
                 five_more.set()
@@ -79,7 +101,7 @@ def test_concurrent_writers_share_one_fdatasync(
             assert five_more.wait(30)
         real_fdatasync(fd)
 
-    monkeypatch.setattr(os, "write", write)
+    monkeypatch.setattr(os, "pwrite", write)
     monkeypatch.setattr(os, "fdatasync", fdatasync)
     threads = [threading.Thread(target=files.write_atomic, args=(tmp_path / f"f{i}", b"x")) for i in range(6)]
     for thread in threads:
@@ -115,7 +137,7 @@ def test_checkpoint_makes_the_touched_files_durable_with_one_syncfs_and_drops_th
     counter, syncfs = SyncCounter(monkeypatch), SyncfsCounter(monkeypatch)
     files.checkpoint()
     assert len(syncfs.paths) == 1  # two files and two folders, on one filesystem: one syncfs
-    assert len(counter.fsync) == 1  # only .journal/, for the new segment's name
+    assert len(counter.fsync) == 2  # the new segment (its zeros) and .journal/, for its name
     assert segments(tmp_path) != old and len(segments(tmp_path)) == 1  # a fresh, empty segment
     files.write_atomic(tmp_path / "b", b"3")  # writes go on after a checkpoint
     assert (tmp_path / "b").read_bytes() == b"3"
@@ -242,7 +264,7 @@ def test_without_syncfs_the_checkpoint_fsyncs_each_touched_file_and_folder(
     monkeypatch.setattr(journal_module, "_SYNCFS", None)
     counter = SyncCounter(monkeypatch)
     files.checkpoint()
-    assert len(counter.fsync) == 4  # sub/b, sub/, the root folder, and .journal/ for the new segment
+    assert len(counter.fsync) == 5  # sub/b, sub/, the root folder, and the new segment and its folder
 
 
 class HeldSync:
