@@ -183,8 +183,18 @@ class JournaledFiles:
     """`DurableFiles` for everything under `root`, through this process's journal (paths outside
     `root` fall back to `DIRECT`). `close()` checkpoints and removes the journal."""
 
-    def __init__(self, root: Path, *, interval_s: float = 0.5, boot_id: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        interval_s: float = 0.5,
+        boot_id: str | None = None,
+        sync_here: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.root = Path(root)
+        # True: a block that ends now syncs on the caller's thread (the event loop), saving the two
+        # thread wake-ups of the group-commit hand-off; for when the loop has nothing else to do.
+        self.sync_here = sync_here
         self.folder = self.root / JOURNAL_DIR
         self.folder.mkdir(parents=True, exist_ok=True)
         self.owner = f"{os.getpid()}-{secrets.token_hex(4)}"
@@ -295,6 +305,10 @@ class JournaledFiles:
         with self._cond:
             waits.closed = True
             owed = [(segment, line) for segment, line in waits if segment.synced < line]
+            if owed and self.sync_here():
+                for segment, line in owed:  # the fdatasync itself runs with the lock released
+                    self._sync_until(segment, line)
+                return None
         return self._syncs.enqueue(owed) if owed else None
 
     def _sync_batch(self, batch: list[Request[_Waits, None]]) -> list[Request[_Waits, None]]:

@@ -76,6 +76,27 @@ def test_lines_overwrite_zeros_written_ahead_and_a_segment_may_outgrow_them(
         files.close()
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("here", [True, False])
+async def test_a_block_syncs_on_the_callers_thread_when_sync_here_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, here: bool
+) -> None:
+    """`sync_here()` true when a block ends: its fdatasync runs on the caller's thread and the block is
+    durable as it ends; false: the journal's sync thread does it and `durable()` waits for that."""
+    threads: list[str] = []
+    real = os.fdatasync
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (threads.append(threading.current_thread().name), real(fd))[1])
+    files = JournaledFiles(tmp_path, interval_s=3600, sync_here=lambda: here)
+    try:
+        async with files.pending() as written:
+            files.write_atomic(tmp_path / "a.json", b"1")
+        assert (written._synced is None) is here  # nothing left to wait for
+        await written.durable()
+        assert threads == ([threading.current_thread().name] if here else ["journal-sync"])
+    finally:
+        files.close()
+
+
 def test_concurrent_writers_share_one_fdatasync(
     tmp_path: Path, files: JournaledFiles, monkeypatch: pytest.MonkeyPatch
 ) -> None:

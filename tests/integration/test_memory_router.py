@@ -167,7 +167,8 @@ def test_a_turn_ends_before_its_index_update_and_the_next_read_of_the_index_wait
         async def scenario() -> list[RouterEvent]:
             first = [e async for e in router.route_stream(RouteRequest("acme", "alice", text, source_id="slack:U1"))]
             assert isinstance(first[-1], RouteDone) and first[-1].result.status == "completed"
-            assert held.is_set() and not release.is_set()  # the turn ended with its index update pending
+            assert not release.is_set()  # the turn ended with its index update pending
+            assert await asyncio.to_thread(held.wait, 30)  # which is under way, held
             req = RouteRequest("acme", "alice", later, source_id="email:dana@x", thread_id="mail-7")
             second = asyncio.create_task(collect(router.route_stream(req)))
             assert await asyncio.to_thread(waiting.wait, 30), "the next turn did not wait for the index"

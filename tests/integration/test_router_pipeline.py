@@ -313,28 +313,34 @@ def test_a_new_threads_session_is_stored_once_with_its_first_turn_and_not_for_a_
         assert stored is not None and [m.content for m in stored.messages] == ["try again", "later answer"]
 
 
+@pytest.mark.parametrize("inline", [True, False])
 def test_a_chat_turn_waits_for_two_journal_syncs_one_before_the_run_and_one_at_its_end(
-    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch, inline: bool
 ) -> None:
-    """A new thread's session, the policy snapshot and the run record share one durable wait before
-    the engine starts; the settled run, the session turn and the episode share one at the end."""
+    """The policy snapshot and the run record share one durable wait before the run; the settled
+    run, the session turn and the episode share one at the end. A lone turn syncs on the event loop
+    itself; with GENWORKER_WRITE_JOURNAL_INLINE_SYNC=false, always in the journal's sync thread."""
     model_server.expect(Reply("first answer"))
     (tmp_path / "configs").mkdir(exist_ok=True)
-    env = scripted_env(model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600")
+    flag = "true" if inline else "false"
+    env = scripted_env(
+        model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600", GENWORKER_WRITE_JOURNAL_INLINE_SYNC=flag
+    )
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
         runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        synced: list[str] = []
+        synced: list[tuple[str, str]] = []
         real = os.fdatasync
 
         def fdatasync(fd: int) -> None:
-            synced.append(str(Path(f"/proc/self/fd/{fd}").readlink()))
+            synced.append((str(Path(f"/proc/self/fd/{fd}").readlink()), threading.current_thread().name))
             real(fd)
 
         monkeypatch.setattr(os, "fdatasync", fdatasync)
         events = route(client, runtime, RouteRequest("acme", "alice", "hello there"))
         done = events[-1]
         assert isinstance(done, RouteDone) and done.record.state == "completed"
-        assert len(synced) == 2 and all(".journal" in path for path in synced)
+        assert len(synced) == 2 and all(".journal" in path for path, _ in synced)
+        assert {thread == "journal-sync" for _, thread in synced} == {not inline}
 
 
 def test_the_engine_starts_before_the_pre_run_sync_and_no_tool_runs_before_it(
@@ -352,7 +358,10 @@ def test_the_engine_starts_before_the_pre_run_sync_and_no_tool_runs_before_it(
     call = Reply("", tool_calls=(ToolCallReply("file_read", {"path": "notes.md"}, "c1"),))
     model_server.expect(call, Reply("done"))
     (tmp_path / "configs").mkdir(exist_ok=True)
-    env = scripted_env(model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600")
+    # the sync thread's path (a lone turn would sync on the loop, before the engine starts)
+    env = scripted_env(
+        model_server, GENWORKER_WRITE_JOURNAL_CHECKPOINT_S="3600", GENWORKER_WRITE_JOURNAL_INLINE_SYNC="false"
+    )
     started, release, at_tool, pre_run = threading.Event(), threading.Event(), [], []
     real_run, real_invoke, real_fdatasync, real_durable = (
         EngineDispatcher.run, ToolPipeline._invoke, os.fdatasync, Written.durable

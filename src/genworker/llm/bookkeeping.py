@@ -31,6 +31,7 @@ __all__ = [
     "deferred_count",
     "restore_task_factory",
     "turn_in_progress",
+    "turns_running",
 ]
 
 DELAY_S: Final = 0.05
@@ -51,6 +52,11 @@ def turn_in_progress() -> Iterator[None]:
         yield
     finally:
         _turns -= 1
+
+
+def turns_running() -> int:
+    """How many turns are in progress in this process now (`turn_in_progress` blocks)."""
+    return _turns
 
 
 def deferred_count() -> int:

@@ -49,7 +49,7 @@ from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
-from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory
+from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory, turns_running
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
@@ -313,7 +313,11 @@ class Runtime:
             log.warning("[Runtime] finished %d write-journal segments left by a stopped process", finished)
         if self.settings.flag("GENWORKER_WRITE_JOURNAL", True):
             interval = self.settings.number("GENWORKER_WRITE_JOURNAL_CHECKPOINT_S", 0.5, 0.01, 3600)
-            self.files = await asyncio.to_thread(partial(JournaledFiles, root, interval_s=interval))
+            # A lone turn syncs on the loop (nothing else waits for it); concurrent ones share the sync thread.
+            inline = self.settings.flag("GENWORKER_WRITE_JOURNAL_INLINE_SYNC", True)
+            lone = (lambda: turns_running() <= 1) if inline else (lambda: False)
+            opened = partial(JournaledFiles, root, interval_s=interval, sync_here=lone)
+            self.files = await asyncio.to_thread(opened)
 
     def _connect_briefs(self, briefs: BriefService) -> None:
         """Briefs go out through the channels; their confirmation and suggestion sections read the
