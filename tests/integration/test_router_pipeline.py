@@ -343,6 +343,22 @@ def test_a_chat_turn_waits_for_two_journal_syncs_one_before_the_run_and_one_at_i
         assert {thread == "journal-sync" for _, thread in synced} == {not inline}
 
 
+def test_a_write_outside_any_turn_is_synced_by_the_sync_thread(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a lone turn syncs on the loop: writers outside any turn (a burst of API or webhook
+    writes) keep sharing the sync thread's fdatasyncs."""
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        files = runtime.files
+        assert files is not None
+        threads: list[str] = []
+        real = os.fdatasync
+        monkeypatch.setattr(os, "fdatasync", lambda fd: (threads.append(threading.current_thread().name), real(fd))[1])
+        target = workspace / "tenants" / "acme" / "scratch.json"
+        client.portal.call(lambda: files.run(lambda: files.write_atomic(target, b"{}")))  # type: ignore[union-attr]
+        assert threads == ["journal-sync"] and target.read_bytes() == b"{}"
+
+
 def test_the_engine_starts_before_the_pre_run_sync_and_no_tool_runs_before_it(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -313,9 +313,10 @@ class Runtime:
             log.warning("[Runtime] finished %d write-journal segments left by a stopped process", finished)
         if self.settings.flag("GENWORKER_WRITE_JOURNAL", True):
             interval = self.settings.number("GENWORKER_WRITE_JOURNAL_CHECKPOINT_S", 0.5, 0.01, 3600)
-            # A lone turn syncs on the loop (nothing else waits for it); concurrent ones share the sync thread.
+            # A lone turn syncs on the loop (nothing else waits for it); concurrent turns, and writers outside
+            # any turn (bursts of API or webhook writes), share the sync thread's fdatasyncs.
             inline = self.settings.flag("GENWORKER_WRITE_JOURNAL_INLINE_SYNC", True)
-            lone = (lambda: turns_running() <= 1) if inline else (lambda: False)
+            lone = (lambda: turns_running() == 1) if inline else (lambda: False)
             opened = partial(JournaledFiles, root, interval_s=interval, sync_here=lone)
             self.files = await asyncio.to_thread(opened)
 
