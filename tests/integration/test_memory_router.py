@@ -151,7 +151,7 @@ def test_a_turn_ends_before_its_index_update_and_the_next_read_of_the_index_wait
         real_index(self, *args)
 
     async def indexed(self: MemoryService) -> None:
-        if self._learning:
+        if self._indexing:
             waiting.set()
         await real_indexed(self)
 

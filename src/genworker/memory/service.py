@@ -81,7 +81,8 @@ class MemoryService:
         self.embed = embed if embed is not None else (MiniLMEmbedder() if self.config.embeddings else None)
         self._owners: dict[tuple[str, ...], OwnerMemory] = {}
         self._lock = threading.Lock()
-        self._learning: set[asyncio.Future[None]] = set()  # learn_later's tasks and "indexed" futures
+        self._indexing: set[asyncio.Future[None]] = set()  # learn_later's, until their run is in the index
+        self._learning: set[asyncio.Task[None]] = set()  # learn_later's, until done (extraction included)
         self.orchestrator = MemoryOrchestrator(
             (LocalIndexProvider(self), StatementsProvider(self._statement_stores), *providers),
             timeout_s=self.config.timeout_s,
@@ -247,16 +248,16 @@ class MemoryService:
         it; `learned()` waits for the extraction too (at shutdown)."""
         indexed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(self._learn(binding, outcome, episode, indexed), name="memory-learn")
-        for pending in (indexed, task):
-            self._learning.add(pending)
-            pending.add_done_callback(self._learning.discard)
+        self._indexing.add(indexed)
+        indexed.add_done_callback(self._indexing.discard)
+        self._learning.add(task)
+        task.add_done_callback(self._learning.discard)
         task.add_done_callback(lambda _: _settle(indexed))  # also when cancelled before it started
 
     async def indexed(self) -> None:
         """Return once every run `learn_later` got so far is in the index (and reinforced)."""
-        waits = [f for f in self._learning if not isinstance(f, asyncio.Task)]
-        if waits:
-            await asyncio.wait(waits)
+        if self._indexing:
+            await asyncio.wait(set(self._indexing))
 
     async def learned(self) -> None:
         """Return once every `learn_later` started so far is done, extraction included (they never raise)."""
