@@ -5,17 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from pathlib import Path
 from typing import Any
 
 import pytest
+from litellm.router import Router
 
 from genworker.llm import bookkeeping
 from genworker.llm.bookkeeping import defer_bookkeeping, deferred_count, restore_task_factory
-from genworker.llm.client import LLMClient
-from genworker.llm.config_source import load_model_config
-from genworker.llm.intent import LLMCallIntent, Purpose
-from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
@@ -30,18 +26,23 @@ def _pending_late() -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__qualname__", "") == "_later"]
 
 
-async def test_a_streamed_calls_litellm_logging_starts_late_and_still_runs(
-    tmp_path: Path, model_server: ScriptedModelServer
+async def test_a_stream_read_to_its_end_has_its_litellm_logging_started_late_and_still_run(
+    model_server: ScriptedModelServer,
 ) -> None:
+    """LLMClient closes a stream once it has the finish reason and the usage (no logging starts then,
+    tests/integration/test_llm_client.py); one read to its end, as here, starts LiteLLM's logging."""
     defer_bookkeeping(asyncio.get_running_loop())
     try:
         model_server.expect(Reply("hello"))
-        env = {"GENWORKER_LLM_MODEL": "openai/scripted-standard", "GENWORKER_LLM_API_BASE": model_server.base_url,
-               "GENWORKER_LLM_API_KEY": "test-key"}  # fmt: skip
-        client = LLMClient(load_model_config(load_settings(tmp_path, env)))
+        params = {"model": "openai/scripted-standard", "api_base": model_server.base_url, "api_key": "test-key"}
+        router = Router(model_list=[{"model_name": "standard", "litellm_params": params}], num_retries=0)
         before = deferred_count()
-        completion = await client.complete(LLMCallIntent(Purpose.CHAT), [{"role": "user", "content": "hi"}])
-        assert completion.text == "hello"
+        stream = await router.acompletion(
+            model="standard", messages=[{"role": "user", "content": "hi"}], stream=True,
+            stream_options={"include_usage": True},
+        )  # fmt: skip
+        text = [c.choices[0].delta.content async for c in stream if c.choices and c.choices[0].delta.content]
+        assert "".join(text) == "hello"
         # The installed LiteLLM still names its logging tasks as DEFERRED lists (the success handlers
         # and the Router's stream recording): an upgrade that renames them fails here.
         assert deferred_count() - before >= 2

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
+import litellm
 import pytest
+from litellm.integrations.custom_logger import CustomLogger
 
+from genworker.llm.bookkeeping import defer_bookkeeping, deferred_count, restore_task_factory
 from genworker.llm.client import LLMClient, StreamDone, TextChunk, ToolCallChunk, recording
 from genworker.llm.config_source import load_model_config
 from genworker.llm.errors import ModelNotConfiguredError, ProviderError
@@ -125,6 +129,47 @@ async def test_streaming_text_and_tool_calls(tmp_path: Path, model_server: Scrip
     assert isinstance(done, StreamDone)
     assert done.completion.tool_calls[0].arguments == '{"path": "a.md"}'
     assert model_server.requests[1]["tools"][0]["function"]["name"] == "file_read"
+
+
+async def test_a_stream_is_closed_once_it_has_the_finish_reason_and_the_usage(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """Not read past the usage: LiteLLM would assemble the response again and start its success
+    logging, whose tasks the deferring task factory counts (llm/bookkeeping.py)."""
+    loop = asyncio.get_running_loop()
+    defer_bookkeeping(loop)
+    try:
+        model_server.expect(Reply("hello", prompt_tokens=7, completion_tokens=3), Reply("again"))
+        client = client_for(tmp_path, model_server)
+        before = deferred_count()
+        first = await client.complete(LLMCallIntent(Purpose.CHAT), HI)
+        second = await client.complete(LLMCallIntent(Purpose.CHAT), HI)  # the closed stream's connection serves it
+        assert (first.text, first.finish_reason, second.text) == ("hello", "stop", "again")
+        assert (first.record.prompt_tokens, first.record.completion_tokens) == (7, 3)
+        assert deferred_count() == before
+    finally:
+        restore_task_factory(loop)
+
+
+async def test_a_callback_configured_through_litellm_still_gets_the_whole_response(
+    tmp_path: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a success callback in LiteLLM's own settings, the stream is read to its end so it runs."""
+    logged: list[Any] = []
+
+    class Listener(CustomLogger):
+        async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+            logged.append(response_obj)
+
+    monkeypatch.setattr(litellm, "callbacks", [Listener()])
+    model_server.expect(Reply("hello", prompt_tokens=7, completion_tokens=3))
+    completion = await client_for(tmp_path, model_server).complete(LLMCallIntent(Purpose.CHAT), HI)
+    assert (completion.record.prompt_tokens, completion.record.completion_tokens) == (7, 3)
+    for _ in range(200):  # bounded: LiteLLM logs in a task of its own
+        if logged:
+            break
+        await asyncio.sleep(0.01)
+    assert logged[0].choices[0].message.content == "hello"
 
 
 async def test_no_model_configured_names_the_files(tmp_path: Path) -> None:

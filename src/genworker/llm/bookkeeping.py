@@ -11,6 +11,10 @@ most `MAX_DELAY_S` late, so a server that is never idle still runs them. They st
 them, after the turn has written its files and ended its stream — as they do after a bare
 endpoint's response, which ends before the loop gets to them.
 
+`LLMClient` closes a stream once it has the finish reason and the usage (llm/client.py), before
+LiteLLM starts any of this, unless success callbacks are configured through LiteLLM's settings;
+what is deferred here is the logging of a stream read to its end.
+
 Only tasks whose coroutine is LiteLLM's own and is one of `DEFERRED` are delayed; every other task
 starts as before. `deferred_count()` says how many were, for a test that catches a LiteLLM upgrade
 that renames them (which would only make turns slower, never wrong).

@@ -123,11 +123,21 @@ class _Accumulator:
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
+    finished: bool = False  # a chunk carried the finish reason
+    counted: bool = False  # a chunk carried the usage
+
+    @property
+    def ended(self) -> bool:
+        """LiteLLM sends the usage (`include_usage`) and the finish reason once the provider's stream
+        is read to its end: nothing the call needs is left."""
+        return self.finished and self.counted
+
     def add(self, chunk: Any) -> list[TextChunk | ToolCallChunk]:
         out: list[TextChunk | ToolCallChunk] = []
         self.model = getattr(chunk, "model", None) or self.model
         usage = getattr(chunk, "usage", None)
         if usage:
+            self.counted = True
             self.prompt_tokens = usage.prompt_tokens or self.prompt_tokens
             self.completion_tokens = usage.completion_tokens or self.completion_tokens
         for choice in chunk.choices or ():
@@ -145,6 +155,7 @@ class _Accumulator:
                 out.append(ToolCallChunk(call.index, call.id, name, args))
             if choice.finish_reason:
                 self.finish_reason = choice.finish_reason
+                self.finished = True
         return out
 
     def tool_calls(self) -> tuple[ModelToolCall, ...]:
@@ -227,18 +238,17 @@ class LLMClient:
                 failed.append(f"{group}: {kind}")
                 continue
             acc = _Accumulator()
+            whole = _litellm_listens()
             try:
-                if first is not None:
-                    for event in acc.add(first):
-                        yield event
-                async for chunk in iterator:
-                    for event in acc.add(chunk):
-                        yield event
+                async for event in _read(first, iterator, acc, whole=whole):
+                    yield event
             except Exception as exc:
                 self._record(intent, tier, group, started, failed, error=f"stream broke: {exc}")
                 raise ProviderError(
                     self._kind(exc) or "other", f"the model stream broke: {exc}", tried=(*failed, group)
                 ) from exc
+            if acc.ended and not whole:
+                await _close(response)
             record = self._record(intent, tier, group, started, failed, acc=acc)
             yield StreamDone(Completion("".join(acc.text), acc.tool_calls(), acc.finish_reason, record))
             return
@@ -308,6 +318,42 @@ class LLMClient:
         if calls is not None:
             calls.append(record)
         return record
+
+
+def _litellm_listens() -> bool:
+    """Whether success callbacks are configured through LiteLLM's own settings: they are given the
+    whole response only when its stream is read to the end."""
+    return bool(litellm.callbacks or litellm.success_callback or getattr(litellm, "_async_success_callback", None))
+
+
+async def _read(
+    first: Any, iterator: AsyncIterator[Any], acc: _Accumulator, *, whole: bool
+) -> AsyncIterator[StreamEvent]:
+    """The stream's events, read to its end (`whole`) or up to the chunk that leaves nothing the call
+    needs (`acc.ended`)."""
+    for chunk in (first,) if first is not None else ():
+        for event in acc.add(chunk):
+            yield event
+    while whole or not acc.ended:
+        try:
+            chunk = await anext(iterator)
+        except StopAsyncIteration:
+            return
+        for event in acc.add(chunk):
+            yield event
+
+
+async def _close(response: Any) -> None:
+    """Close a stream that has given everything: asked for one more item, LiteLLM's wrapper would
+    assemble the whole response a second time (`stream_chunk_builder`, in a worker thread) and start
+    its success logging, about 2-3 ms per call on the P1 bench and more the longer the answer.
+    genworker keeps its own record of the call and reads nothing LiteLLM logs (unless callbacks
+    are configured through LiteLLM's settings: the stream is then read to its end). The provider's
+    response has been read to its end, so its connection goes back to the pool; the Router's wrapper
+    reports nothing for a stream closed early (its `_areported`)."""
+    aclose = getattr(response, "aclose", None)
+    if aclose is not None:
+        await aclose()
 
 
 def _configured_model(config: ModelConfig, group: str) -> str:
