@@ -5,7 +5,9 @@ model     an OpenAI-compatible stub that always answers instantly: a tool call w
           last request that opened a turn (messages and tools), so the baseline can send the same
 baseline  a bare FastAPI endpoint making the same two LiteLLM calls and streaming the text: the
           messages (system prompt, user turn) and tool list genworker sent, read once from the
-          file the bench writes from `/captured`
+          file the bench writes from `/captured`; with `close-early` as its last argument, it
+          closes each stream once the finish reason and the usage came, as genworker's LLMClient
+          does (src/genworker/llm/client.py), instead of reading it to its end
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def model_app() -> Any:
     )
 
 
-def baseline_app(model_base: str, notes: Path, calls: Path) -> Any:
+def baseline_app(model_base: str, notes: Path, calls: Path, close_early: bool = False) -> Any:
     from fastapi import FastAPI
     from litellm.router import Router
     from sse_starlette import EventSourceResponse
@@ -107,6 +109,17 @@ def baseline_app(model_base: str, notes: Path, calls: Path) -> Any:
     app = FastAPI()
     options = {"stream": True, "stream_options": {"include_usage": True}, "timeout": 60.0}
 
+    async def completion(messages: list[dict[str, Any]], tools: Any) -> Any:
+        stream = await router.acompletion(model="standard", messages=messages, tools=tools, **options)
+        finished = counted = False
+        async for c in stream:
+            yield c
+            finished = finished or bool(c.choices and c.choices[0].finish_reason)
+            counted = counted or bool(getattr(c, "usage", None))
+            if close_early and finished and counted:
+                await stream.aclose()
+                return
+
     @app.post("/chat")
     async def chat(body: dict[str, Any]) -> EventSourceResponse:  # parsed, as genworker parses its body
         if not turn:
@@ -116,7 +129,7 @@ def baseline_app(model_base: str, notes: Path, calls: Path) -> Any:
         async def events() -> Any:
             messages: list[dict[str, Any]] = list(turn["messages"])
             calls: dict[int, dict[str, str]] = {}
-            async for c in await router.acompletion(model="standard", messages=messages, tools=tools, **options):
+            async for c in completion(messages, tools):
                 for d in (c.choices[0].delta.tool_calls or ()) if c.choices else ():
                     slot = calls.setdefault(d.index, {"id": "", "name": "", "arguments": ""})
                     slot["id"] = d.id or slot["id"]
@@ -139,7 +152,7 @@ def baseline_app(model_base: str, notes: Path, calls: Path) -> Any:
                 },
                 {"role": "tool", "tool_call_id": call["id"], "content": content},
             ]
-            async for c in await router.acompletion(model="standard", messages=messages, tools=tools, **options):
+            async for c in completion(messages, tools):
                 if c.choices and c.choices[0].delta.content:
                     yield {"data": json.dumps({"type": "text", "delta": c.choices[0].delta.content})}
             yield {"data": json.dumps({"type": "done"})}
@@ -151,5 +164,8 @@ def baseline_app(model_base: str, notes: Path, calls: Path) -> Any:
 
 if __name__ == "__main__":
     kind, port = sys.argv[1], int(sys.argv[2])
-    app = model_app() if kind == "model" else baseline_app(sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]))
+    if kind == "model":
+        app = model_app()
+    else:
+        app = baseline_app(sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]), sys.argv[6:] == ["close-early"])
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
