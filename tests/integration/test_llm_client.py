@@ -143,8 +143,9 @@ async def test_a_stream_is_closed_once_it_has_the_finish_reason_and_the_usage(
         client = client_for(tmp_path, model_server)
         before = deferred_count()
         first = await client.complete(LLMCallIntent(Purpose.CHAT), HI)
-        second = await client.complete(LLMCallIntent(Purpose.CHAT), HI)  # the closed stream's connection serves it
+        second = await client.complete(LLMCallIntent(Purpose.CHAT), HI)
         assert (first.text, first.finish_reason, second.text) == ("hello", "stop", "again")
+        assert len(set(model_server.client_ports)) == 1  # the closed stream's connection served the second call
         assert (first.record.prompt_tokens, first.record.completion_tokens) == (7, 3)
         assert deferred_count() == before
     finally:

@@ -70,6 +70,7 @@ class ScriptedModelServer:
     def __init__(self) -> None:
         self._steps: deque[Step] = deque()
         self.requests: list[dict[str, Any]] = []
+        self.client_ports: list[int] = []  # the client's port of each request: one per connection
         self.unexpected: list[dict[str, Any]] = []
         self.failures: list[str] = []
         self._ids = itertools.count(1)
@@ -156,6 +157,7 @@ class ScriptedModelServer:
         body = await request.json()
         with self._lock:
             self.requests.append(body)
+            self.client_ports.append(request.client.port if request.client is not None else 0)
             step = self._steps.popleft() if self._steps else None
         if step is None:
             self.unexpected.append(body)
