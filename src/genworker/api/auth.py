@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 
-from genworker.api.deps import get_runtime
+from genworker.api.deps import runtime_of
 from genworker.api.errors import ApiError
 from genworker.auth import ApiKeyStore, Principal
 from genworker.dashboard.session import session_principal
@@ -39,7 +39,7 @@ def get_api_keys(request: Request) -> ApiKeyStore:
     """The app's key store (`app.state.api_keys`), created on first use over the runtime's workspace."""
     store: ApiKeyStore | None = getattr(request.app.state, "api_keys", None)
     if store is None:
-        workspace = get_runtime(request).settings.workspace
+        workspace = runtime_of(request).settings.workspace
         with _store_lock:
             store = getattr(request.app.state, "api_keys", None)
             if store is None:

@@ -9,20 +9,28 @@ from fastapi import HTTPException, Request
 
 from genworker.runtime.composition import Runtime
 
-__all__ = ["get_runtime", "require_admin"]
+__all__ = ["get_runtime", "require_admin", "runtime_of"]
 
 
-def get_runtime(request: Request) -> Runtime:
+def runtime_of(request: Request) -> Runtime:
     runtime: Runtime | None = getattr(request.app.state, "runtime", None)
     if runtime is None:
         raise HTTPException(503, "runtime is starting")
     return runtime
 
 
-def require_admin(request: Request) -> None:
+# The dependencies are `async def`: FastAPI runs a plain `def` dependency in its thread pool, one
+# thread hand-off and back per request for a lookup on `app.state`.
+
+
+async def get_runtime(request: Request) -> Runtime:
+    return runtime_of(request)
+
+
+async def require_admin(request: Request) -> None:
     """Operator endpoints: `Authorization: Bearer $GENWORKER_ADMIN_TOKEN`, or loopback when
     no admin token is configured."""
-    runtime = get_runtime(request)
+    runtime = runtime_of(request)
     token = runtime.settings.admin_token
     if token:
         given = request.headers.get("authorization", "")

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 
-from genworker.api.deps import get_runtime
+from genworker.api.deps import runtime_of
 from genworker.api.errors import ApiError
 from genworker.channels import dingtalk, feishu, slack, wecom
 from genworker.channels.base import InboundAck, InboundKind, InboundRequest
@@ -65,7 +65,7 @@ async def slash(adapter_id: str, request: Request) -> Response:
 
 
 def _channels(request: Request) -> Channels:
-    channels: Channels | None = getattr(get_runtime(request), "channels", None)
+    channels: Channels | None = getattr(runtime_of(request), "channels", None)
     if channels is None:
         raise ApiError(503, "channels_unavailable", "channel ingress is not running on this server")
     return channels

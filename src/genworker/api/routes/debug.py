@@ -13,5 +13,5 @@ router = APIRouter(prefix="/api/v1/debug", dependencies=[Depends(require_admin)]
 
 
 @router.get("/runtime")
-def runtime_status(runtime: Annotated[Runtime, Depends(get_runtime)]) -> dict[str, Any]:
+async def runtime_status(runtime: Annotated[Runtime, Depends(get_runtime)]) -> dict[str, Any]:
     return runtime.debug()

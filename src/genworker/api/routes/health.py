@@ -14,13 +14,13 @@ router = APIRouter()
 
 
 @router.get("/health")
-def health(runtime: Annotated[Runtime, Depends(get_runtime)]) -> dict[str, Any]:
+async def health(runtime: Annotated[Runtime, Depends(get_runtime)]) -> dict[str, Any]:
     status, reasons = runtime.health()
     return {"status": status, "reasons": [r.as_dict() for r in reasons]}
 
 
 @router.get("/readiness")
-def readiness(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
+async def readiness(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
     blocking, warnings = runtime.readiness()
     body = {
         "status": "not_ready" if blocking else "ready",

@@ -45,7 +45,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
 @router.get("/models", summary="The caller's workers, as models")
-def list_models(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def list_models(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     state = runtime.registry.tenant(principal.tenant_id)
     workers = [w for w in (state.workers.values() if state else ()) if principal.can_use(w.worker_id)]
     data = [

@@ -27,7 +27,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
-from genworker.api.deps import get_runtime
+from genworker.api.deps import runtime_of
 from genworker.api.errors import ApiError
 from genworker.autonomy.inbox import InboxWriter
 from genworker.autonomy.sensing.base import utc_now
@@ -152,7 +152,7 @@ async def ingest_signed(request: Request) -> JSONResponse:
         principal = await require_principal(request)
         tenant, worker = principal_worker(principal, f"{tenant_id}/{worker_id}")
         return await _keyed(request, tenant, worker, sensor)
-    runtime = get_runtime(request)
+    runtime = runtime_of(request)
     signature, timestamp = request.headers.get(SIGNATURE_HEADER), request.headers.get(TIMESTAMP_HEADER)
     try:
         check_timestamp(signature, timestamp, utc_now())  # needs no secret: tells nothing about the worker
@@ -167,7 +167,7 @@ async def ingest_signed(request: Request) -> JSONResponse:
 
 
 async def _keyed(request: Request, tenant_id: str, worker_id: str, sensor: str | None) -> JSONResponse:
-    runtime = get_runtime(request)
+    runtime = runtime_of(request)
     worker = runtime.registry.worker(tenant_id, worker_id)
     if worker is None:
         raise worker_not_found(worker_id)
