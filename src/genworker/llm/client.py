@@ -128,8 +128,8 @@ class _Accumulator:
 
     @property
     def ended(self) -> bool:
-        """LiteLLM sends the usage (`include_usage`) and the finish reason once the provider's stream
-        is read to its end: nothing the call needs is left."""
+        """LiteLLM sends the usage chunk (`include_usage`) only once it has read the provider's stream
+        to its end; with the finish reason before it, nothing the call needs is left."""
         return self.finished and self.counted
 
     def add(self, chunk: Any) -> list[TextChunk | ToolCallChunk]:
