@@ -335,3 +335,44 @@ async def test_recall_reads_the_index_on_the_loop_once_the_files_are_synced(
     loop_thread = threading.get_ident()
     assert threads[0] != loop_thread and threads[1] == loop_thread
     assert [h.episode_id for h in first.hits] == [h.episode_id for h in second.hits] != []
+
+
+async def test_recall_of_a_large_index_leaves_the_loop(service: MemoryService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An FTS query's cost grows with the documents that match: past INLINE_RECALL_DOCS a synced
+    index is read in a worker thread, so a long-lived worker's recall cannot stall the loop."""
+    import threading
+
+    from genworker.memory import service as service_module
+
+    threads: list[int] = []
+    real = service_module.LocalIndexProvider._recall
+
+    def recording(self: service_module.LocalIndexProvider, query: MemoryQuery) -> Any:
+        threads.append(threading.get_ident())
+        return real(self, query)
+
+    monkeypatch.setattr(service_module.LocalIndexProvider, "_recall", recording)
+    binding = MemoryBinding("acme", "alice", run_id="run_1", thread_id="t1")
+    for n in range(2):
+        await service.record_run(replace(binding, run_id=f"run_{n}"), RunOutcome(f"vendor audit {n}", "Payments."))
+    await service.recall_for_run(binding, "vendor audit")  # syncs the index (a thread)
+    # the limit: the index as it is now (each run's episode, and its two messages for session search)
+    monkeypatch.setattr(service_module, "INLINE_RECALL_DOCS", service.worker("acme", "alice").index.size_hint())
+    small = await service.recall_for_run(binding, "vendor audit")
+    await service.record_run(replace(binding, run_id="run_2"), RunOutcome("vendor audit 2", "Payments."))
+    large = await service.recall_for_run(binding, "vendor audit")
+    loop_thread = threading.get_ident()
+    assert threads[1] == loop_thread and threads[2] != loop_thread
+    assert len(large.hits) == len(small.hits) + 1
+
+
+def test_the_index_size_hint_bounds_its_documents(tmp_path: Path) -> None:
+    from genworker.memory.index import MemoryIndex
+
+    index = MemoryIndex(tmp_path / "index.sqlite3", lambda: ())
+    assert index.size_hint() == 0
+    episodes = list(generated(3))
+    index.add(episodes)
+    index.remove([episodes[0].episode_id])
+    assert index.size_hint() >= index.count() == 2
+    index.close()

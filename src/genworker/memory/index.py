@@ -285,6 +285,12 @@ class MemoryIndex:
         row = self._guard(lambda c: c.execute("SELECT COUNT(*) FROM docs WHERE doc_type = ?", (doc_type,)).fetchone())
         return int(row[0])
 
+    def size_hint(self) -> int:
+        """At least the number of documents held (episodes and messages): the highest rowid, one
+        B-tree lookup where COUNT(*) reads every row."""
+        row = self._guard(lambda c: c.execute("SELECT max(rowid) FROM docs").fetchone())
+        return int(row[0] or 0)
+
     def ids(self) -> set[str]:
         rows = self._guard(lambda c: c.execute("SELECT doc_id FROM docs WHERE doc_type = 'episode'").fetchall())
         return {r[0] for r in rows}
