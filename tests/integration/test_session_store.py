@@ -535,3 +535,49 @@ async def test_list_skips_a_session_file_named_after_another_session(tmp_path: P
     src = backend.path("acme", "alice.t1")
     await asyncio.to_thread(shutil.copy, src, src.with_name("alice.t2.json"))
     assert [s.session_id for s in await backend.store.list("acme")] == ["alice.t1"]
+
+
+async def test_an_unchanged_session_file_is_not_decoded_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A turn reads its thread's file twice; bytes as last read or written here are not decoded
+    again, and a file changed behind the store's back (same size even) is."""
+    from genworker.conversation import file_store
+
+    decoded: list[str] = []
+    real = file_store.decode_session
+
+    def counting(raw: bytes | str, source: str) -> ConversationSession:
+        decoded.append(source)
+        return real(raw, source)
+
+    monkeypatch.setattr(file_store, "decode_session", counting)
+    backend = FileBackend(tmp_path)
+    manager = manager_of(backend)
+    session = await manager.get_or_create_thread("acme", "alice", "t1")
+    session = await manager.append(session, UserMessage("hi", created_at=T0))
+    read = await backend.store.get("acme", "alice.t1")
+    await manager.append(session, AssistantMessage("hello", created_at=T0))
+    assert read == session and decoded == []
+    raw = await backend.read_raw("acme", "alice.t1")
+    assert raw is not None and '"hello"' in raw
+    await backend.write_raw("acme", "alice.t1", raw.replace('"hello"', '"HELLO"'))  # another writer
+    changed = await backend.store.get("acme", "alice.t1")
+    assert changed is not None and changed.messages[-1].content == "HELLO" and len(decoded) == 1
+    assert await backend.reopen().get("acme", "alice.t1") == changed  # a new store decodes: the same session
+
+
+def test_the_decoded_cache_is_bounded_by_bytes(tmp_path: Path) -> None:
+    from genworker.conversation.file_store import _Decoded
+
+    cache, a, b = _Decoded(10), tmp_path / "a.json", tmp_path / "b.json"
+    first, second = new_session(thread_id="t1"), new_session(thread_id="t2")
+    cache.put(a, b"123456", first)
+    cache.put(b, b"1234", second)
+    assert cache.get(a, b"123456") is first and cache.get(b, b"1234") is second
+    cache.put(b, b"12345", second)  # 11 bytes: the least recently used goes
+    assert cache.get(a, b"123456") is None and cache.get(b, b"12345") is second
+    cache.put(a, b"x" * 11, first)  # larger than the whole cache: not kept
+    assert cache.get(a, b"x" * 11) is None and cache.get(b, b"12345") is second
+    cache.forget(b)
+    assert cache.get(b, b"12345") is None

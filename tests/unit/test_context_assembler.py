@@ -253,6 +253,23 @@ async def test_runtime_keys_are_not_sent_to_the_model() -> None:
     assert ctx.history[0]["content"] == "question 0"
 
 
+async def test_total_tokens_count_what_the_model_receives() -> None:
+    """total_tokens is counted without building messages(): it must still be their count."""
+    history = [
+        *chat(3, "thread-a"),
+        {
+            "role": "assistant",
+            "content": None,
+            "metadata": {"thread_id": "thread-a"},
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "file_read", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "name": "file_read", "content": "x" * 50, "thread_id": "thread-a"},
+    ]
+    ctx = await build_managed_context(make_worker(), "the task", history, thread_id="thread-a")
+    assert ctx.system_prompt
+    assert ctx.total_tokens == count_tokens(ctx.messages()) > ctx.history_tokens
+
+
 async def test_thread_id_taken_from_untagged_caller_or_messages() -> None:
     assert (await build_managed_context(make_worker(), "t", chat(1))).thread_id is None
     assert (await build_managed_context(make_worker(), "t", chat(1), thread_id="x")).thread_id == "x"

@@ -203,7 +203,12 @@ class ManagedContext:
 
     @property
     def total_tokens(self) -> int:
-        return count_tokens(self.messages())
+        """`count_tokens(self.messages())` without copying the history: the keys `messages()` drops
+        are not counted, and compaction asks several times per turn (a long thread's history is
+        thousands of messages)."""
+        system = self.system_prompt
+        fixed = [{"role": "system", "content": system}] if system else []
+        return count_tokens((*fixed, {"role": "user", "content": self.task})) + self.history_tokens
 
     @property
     def history_tokens(self) -> int:
