@@ -18,6 +18,7 @@ from pydantic import TypeAdapter
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
+from genworker.conversation import SessionManager
 from genworker.settings import load_settings
 from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, scripted_env
 from genworker.testing.live_server import LiveServer
@@ -123,6 +124,75 @@ def test_provider_failure_is_run_error_and_a_failed_run(
     assert types[-1] == "RUN_ERROR" and "TEXT_MESSAGE_CONTENT" not in types
     assert events[-1]["code"] == "provider_error"
     assert run["state"] == "failed" and run["error"]["code"] == "provider_error"
+
+
+async def a_bug(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("secret detail of a bug")
+
+
+def only_run(server: LiveServer, api_key: str) -> dict[str, Any]:
+    auth = {"Authorization": f"Bearer {api_key}"}
+    (listed,) = httpx.get(f"{server.url}/api/v1/workers/alice/runs", headers=auth).json()["runs"]
+    return dict(httpx.get(f"{server.url}/api/v1/workers/alice/runs/{listed['run_id']}", headers=auth).json())
+
+
+def test_an_internal_error_ends_the_stream_in_run_error_and_fails_the_run(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in the router once the stream started (here in context assembly): the stream still ends
+    well-formed, in RUN_ERROR with an error id and nothing of the error's text, and the run record
+    says it failed (it does not stay `running` until a restart)."""
+    from genworker.worker import router
+
+    monkeypatch.setattr(router, "build_managed_context", a_bug)
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})
+        run = only_run(server, api_key)
+    AGUI.validate_python(events[-1])
+    assert [e["type"] for e in events] == ["RUN_ERROR"]  # as for a blocked task: the engine never started
+    assert events[-1]["code"] == "internal_error" and "error id err_" in events[-1]["message"]
+    assert "secret detail" not in events[-1]["message"]
+    assert run["state"] == "failed" and run["error"] == {"code": "internal_error", "message": events[-1]["message"]}
+
+
+def test_an_internal_error_before_the_run_is_recorded_still_ends_in_run_error(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Governance fails before the run record exists: nothing to mark failed, and the stream still
+    ends in RUN_ERROR (the last resort in api/runs.py) instead of a cut connection."""
+    from genworker.worker.governance import TaskGovernanceStage
+
+    monkeypatch.setattr(TaskGovernanceStage, "evaluate_async", a_bug)
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})
+        runs = httpx.get(f"{server.url}/api/v1/workers/alice/runs", headers={"Authorization": f"Bearer {api_key}"})
+    AGUI.validate_python(events[-1])
+    assert [e["type"] for e in events] == ["RUN_ERROR"] and events[-1]["code"] == "internal_error"
+    assert "secret detail" not in events[-1]["message"] and runs.json()["runs"] == []
+
+
+def test_a_turn_that_cannot_be_stored_ends_in_run_error(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer streamed, the run settled, then the thread's session cannot be written: the client
+    is told (RUN_ERROR, no RUN_FINISHED); the run record keeps the state it settled in."""
+
+    async def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SessionManager, "append", disk_full)
+    model_server.expect(Reply("An answer the session cannot keep."))
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})
+        run = only_run(server, api_key)
+    AGUI.validate_python(events[-1])
+    types = [e["type"] for e in events]
+    assert types[-1] == "RUN_ERROR" and "RUN_FINISHED" not in types and events[-1]["code"] == "internal_error"
+    assert "No space" not in events[-1]["message"]
+    assert run["state"] == "completed"
 
 
 def test_thread_history_survives_a_restart(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:

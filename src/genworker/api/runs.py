@@ -1,17 +1,23 @@
 """Starting a routed run in the background and reading its events: a client that goes away
-does not stop the run, which still ends in a recorded state."""
+does not stop the run, which still ends in a recorded state. The events end in RouteDone, or in
+RunError when the run could not go on; reading them never raises."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from genworker.api.errors import ApiError
+from genworker.engine.events import RunError
+from genworker.observability.logging import log_internal_error
 from genworker.runtime.composition import Runtime
 from genworker.worker.router import RouteAccepted, RouteError, RouteRequest, RouterEvent, WorkerRouter
 
 __all__ = ["RunHandle", "start_run"]
+
+log = logging.getLogger("genworker.api")
 
 _END = object()
 
@@ -23,8 +29,6 @@ class RunHandle:
 
     async def events(self) -> AsyncIterator[RouterEvent]:
         while (event := await self._events.get()) is not _END:
-            if isinstance(event, BaseException):
-                raise event
             yield event  # type: ignore[misc]
 
 
@@ -48,8 +52,9 @@ async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
         try:
             async for event in stream:
                 await events.put(event)
-        except Exception as exc:  # surfaces to the reader; the run record has the failure
-            await events.put(exc)
+        except Exception as exc:  # the router could not record it (WorkerRouter._internal_error)
+            message = log_internal_error(log, f"[API] run {first.run_id} failed", exc)
+            await events.put(RunError(first.run_id, "internal_error", message))
         finally:
             await events.put(_END)
 

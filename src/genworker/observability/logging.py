@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ __all__ = [
     "configure_logging",
     "current_ids",
     "log_decision",
+    "log_internal_error",
     "redact",
     "redact_text",
 ]
@@ -103,6 +105,14 @@ def redact(value: Any, key: str | None = None) -> Any:
 def log_decision(logger: logging.Logger, decision: str, outcome: str, **fields: Any) -> None:
     """One INFO line for one decision (gate result, routing, retry, dead letter), fields kept structured."""
     logger.info("%s: %s", decision, outcome, extra={"decision": decision, "outcome": outcome, **fields})
+
+
+def log_internal_error(logger: logging.Logger, what: str, exc: BaseException) -> str:
+    """Log an unexpected error with its traceback under a new error id; what the caller may be
+    told instead (the id, never the error's text)."""
+    error_id = f"err_{secrets.token_hex(8)}"
+    logger.error("%s (error id %s)", what, error_id, exc_info=exc)
+    return f"internal error; quote error id {error_id} when reporting it"
 
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:

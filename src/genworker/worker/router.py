@@ -27,7 +27,7 @@ from genworker.llm.bookkeeping import turn_in_progress
 from genworker.llm.client import LLMClient
 from genworker.memory import Episode, MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
-from genworker.observability.logging import log_decision
+from genworker.observability.logging import log_decision, log_internal_error
 from genworker.observability.metrics import record_gate_result
 from genworker.runtime.tools import ToolRuntime
 from genworker.tools.base import ToolCall
@@ -38,7 +38,7 @@ from genworker.worker.context.models import ManagedContext
 from genworker.worker.governance import GovernanceDecision, GovernanceInput, GovernanceOutcome, TaskGovernanceStage
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence
 from genworker.worker.governance.models import SourceType
-from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.lifecycle import IllegalTransition, TaskLifecycle
 from genworker.worker.skill_matcher import SkillMatch, SkillMatcher, UnknownSkillError
 from genworker.worker.task import (
     GovernanceVerdict,
@@ -135,14 +135,35 @@ class WorkerRouter:
         yield RouteAccepted(thread_id, run_id, task_id)
         with turn_in_progress():  # LiteLLM's logging waits until no turn is in progress (llm/bookkeeping.py)
             async with self.queue.turn(req.tenant_id, thread_id, run_id):
-                # A new thread's session, the policy snapshot and the run record: durable together before
-                # the engine or a pre_script starts; recall and context assembly overlap their sync.
-                async with self.files.pending() as written:
-                    # Read inside the turn: a message queued behind a busy thread sees the turn before it.
-                    session = await self._session(req, thread_id)
-                    start = await self._start(req, worker, thread_id, run_id, task_id)
-                async for event in self._run(req, worker, session, thread_id, start, written):
-                    yield event
+                try:
+                    # A new thread's session, the policy snapshot and the run record: durable together
+                    # before the engine or a pre_script starts; recall and context assembly overlap their sync.
+                    async with self.files.pending() as written:
+                        # Read inside the turn: a message queued behind a busy thread sees the turn before it.
+                        session = await self._session(req, thread_id)
+                        start = await self._start(req, worker, thread_id, run_id, task_id)
+                    async for event in self._run(req, worker, session, thread_id, start, written):
+                        yield event
+                except Exception as exc:  # still in the turn: the next message sees the run ended
+                    async for event in self._internal_error(req, run_id, exc):
+                        yield event
+
+    async def _internal_error(self, req: RouteRequest, run_id: str, exc: Exception) -> AsyncIterator[RouterEvent]:
+        """A bug or a storage failure once the run was accepted: logged under an error id, the run
+        recorded as failed (unless it had already ended), then RunError and RouteDone, so a stream
+        ends well-formed and says no more than the id. When the run cannot be recorded (no record,
+        or the disk refuses), the original error goes on."""
+        message = log_internal_error(log, f"[Router] run {run_id} failed on an internal error", exc)
+        ref = RunRef(req.tenant_id, req.worker_id, run_id)
+        try:
+            record = await self.tasks.fail(ref, "internal_error", message)
+        except IllegalTransition:  # it had ended (say completed, then its turn could not be stored)
+            record = await self.tasks.get_run(ref)
+        except Exception:
+            log.exception("[Router] run %s: its internal error could not be recorded", run_id)
+            raise exc from None
+        yield RunError(run_id, "internal_error", message)
+        yield RouteDone(RunResult("failed", error_code="internal_error", error=message), record)
 
     def _thread_id(self, req: RouteRequest) -> str:
         """The caller's thread (checked as its session id will be), or a new one."""
