@@ -20,7 +20,11 @@ class LiveServer:
     def __init__(self, app: FastAPI) -> None:
         self._socket = loopback_listener()
         self.port = int(self._socket.getsockname()[1])
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        # asyncio's loop: uvloop (what `genworker run` gets) cannot close its loop in a background thread
+        # serving a socket passed in (OSError EBUSY in loop.close()); the subprocess tests run uvloop
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", loop="asyncio"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name="live-server", daemon=True

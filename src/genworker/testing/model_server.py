@@ -118,7 +118,11 @@ class ScriptedModelServer:
             Route("/chat/completions", self._completions, methods=["POST"]),
         ]
         app = Starlette(routes=routes, lifespan=self._lifespan)
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
+        # asyncio's loop: uvloop (what `genworker run` gets) cannot close its loop in a background thread
+        # serving a socket passed in (OSError EBUSY in loop.close()); the subprocess tests run uvloop
+        config = uvicorn.Config(
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", loop="asyncio"
+        )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [self._socket]}, name="scripted-model", daemon=True
