@@ -276,3 +276,13 @@ def test_absurdly_nested_yaml_is_an_error_not_a_crash(tmp_path: Path) -> None:
     path = write(tmp_path, "---\na: " + "[" * 5000 + "]" * 5000 + "\n---\n")
     issue = error_of(lambda: read_markdown(path, "doc.md"))
     assert "nest" in issue.message  # the C loader says "exceeded maximum nesting depth"
+
+
+def test_a_condition_rule_that_does_not_read_names_its_field_and_line(tmp_path: Path) -> None:
+    body = (
+        "---\nduty_id: d\ntitle: t\naction: go\ntriggers:\n  - id: drop\n    type: condition\n"
+        "    metric: signups.daily\n    rule: value < 0.8 * avg_7d\n---\n"
+    )
+    (issue,) = validation_errors(tmp_path, DutySpec, body)
+    assert issue.field == "triggers[0].rule" and issue.line == 9
+    assert "'[value] <op> <number | true | false>'" in issue.message

@@ -13,6 +13,7 @@ from genworker.workspace.models.duty import (
     ScheduleTrigger,
     apply_defaults,
     apply_defaults_deep,
+    parse_rule,
 )
 
 
@@ -208,3 +209,23 @@ def test_defaultable_fields_are_duty_fields() -> None:
     assert set(DEFAULTABLE_FIELDS) <= set(DutySpec.model_fields)
     assert "duty_id" not in DEFAULTABLE_FIELDS
     assert "triggers" not in DEFAULTABLE_FIELDS
+
+
+@pytest.mark.parametrize(
+    ("rule", "parsed"),
+    [("> 10", (">", 10.0)), ("value <= 0.5", ("<=", 0.5)), ("value > 0.03", (">", 0.03)), ("== TRUE", ("==", 1.0)),
+     ("false", ("==", 0.0)), ("!= -2e3", ("!=", -2000.0))],
+)  # fmt: skip
+def test_condition_rules_accepted(rule: str, parsed: tuple[str, float]) -> None:
+    trigger = ConditionTrigger.model_validate({"id": "c", "type": "condition", "metric": "m", "rule": rule})
+    assert trigger.rule == rule and parse_rule(rule) == parsed
+
+
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [("value < 0.8 * avg_7d", "must be '\\[value\\] <op>"), ("> lots", "'lots', which is not a number"),
+     ("", "must be"), ("value", "must be"), ("> nan", "must be"), ("=> 3", "must be")],
+)  # fmt: skip
+def test_condition_rules_refused_when_the_duty_loads(rule: str, why: str) -> None:
+    with pytest.raises(ValidationError, match=why):
+        ConditionTrigger.model_validate({"id": "c", "type": "condition", "metric": "m", "rule": rule})

@@ -1,20 +1,21 @@
 """Condition triggers: where a metric's value comes from, and the rule it is compared against.
 
-A rule is `<op> <value>` (`> 10`, `<= 0.5`, `== true`, `!= 0`) or a bare `true` / `false`.
+A rule is `[value] <op> <constant>` (`> 10`, `value <= 0.5`, `== true`, `!= 0`) or a bare `true` /
+`false` (`genworker.workspace.models.duty.parse_rule`, which also checks it when the duty loads).
 """
 
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Callable, Mapping
 from typing import Final, Protocol
+
+from genworker.workspace.models.duty import parse_rule
 
 __all__ = ["MetricSource", "MetricValue", "RuleError", "StaticMetrics", "evaluate_rule"]
 
 MetricValue = float | bool | None
 
-_RULE: Final = re.compile(r"^\s*(>=|<=|==|!=|>|<)?\s*(\S+)\s*$")
 _OPS: Final[Mapping[str, Callable[[float, float], bool]]] = {
     ">": operator.gt,
     ">=": operator.ge,
@@ -44,22 +45,12 @@ class StaticMetrics:
         return self.values.get((tenant_id, worker_id, metric))
 
 
-def _operand(text: str) -> float:
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return 1.0 if lowered == "true" else 0.0
-    try:
-        return float(text)
-    except ValueError:
-        raise RuleError(f"rule operand {text!r} is not a number or true/false") from None
-
-
 def evaluate_rule(rule: str, value: MetricValue) -> bool:
-    """Whether `value` satisfies `rule`; an unknown value never does."""
-    match = _RULE.match(rule)
-    if match is None:
-        raise RuleError(f"rule {rule!r} is not '<op> <value>' (ops: > >= < <= == !=)")
-    op, operand = match.group(1) or "==", _operand(match.group(2))
+    """Whether `value` satisfies `rule` (`parse_rule`); an unknown value never does."""
+    try:
+        op, operand = parse_rule(rule)
+    except ValueError as exc:
+        raise RuleError(str(exc)) from None
     if value is None:
         return False
     return _OPS[op](float(value), operand)

@@ -39,6 +39,7 @@ __all__ = [
     "ScheduleTrigger",
     "Trigger",
     "apply_defaults",
+    "parse_rule",
 ]
 
 
@@ -52,6 +53,26 @@ ExecutionDepth = Literal["propose", "draft", "execute"]
 MisfirePolicy = Literal["skip", "run_once", "catch_up_bounded"]
 
 _CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,#L-]+$")
+# A condition rule compares the metric's value with a constant: `> 10`, `value <= 0.5`, `== true`, `false`.
+_RULE = re.compile(r"^\s*(?:value\s*)?(>=|<=|==|!=|>|<)?\s*(\S+)\s*$")
+
+
+def parse_rule(rule: str) -> tuple[str, float]:
+    """(operator, constant) of a condition rule: `[value] <op> <number | true | false>`, or a bare
+    constant (`==`). ValueError says which forms are accepted."""
+    match = _RULE.match(rule)
+    if match is None or match.group(2).lower() in ("value", "nan", "inf", "-inf", "+inf", "infinity"):
+        raise ValueError(f"rule {rule!r} must be '[value] <op> <number | true | false>' (ops: > >= < <= == !=)")
+    operand = match.group(2).lower()
+    if operand in ("true", "false"):
+        return match.group(1) or "==", 1.0 if operand == "true" else 0.0
+    try:
+        return match.group(1) or "==", float(operand)
+    except ValueError:
+        raise ValueError(
+            f"rule {rule!r} compares with {match.group(2)!r}, which is not a number or true/false"
+            " (a rule compares the metric with a constant)"
+        ) from None
 
 
 def _check_timezone(value: str) -> str:
@@ -111,6 +132,12 @@ class ConditionTrigger(_Trigger):
     metric: str
     rule: str
     check_interval: Duration = 300.0
+
+    @field_validator("rule")
+    @classmethod
+    def _readable_rule(cls, value: str) -> str:
+        parse_rule(value)  # refused when the duty loads, not at every check
+        return value
 
 
 class CollaborationTrigger(_Trigger):
