@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -268,6 +269,16 @@ async def test_total_tokens_count_what_the_model_receives() -> None:
     ctx = await build_managed_context(make_worker(), "the task", history, thread_id="thread-a")
     assert ctx.system_prompt
     assert ctx.total_tokens == count_tokens(ctx.messages()) > ctx.history_tokens
+
+
+async def test_history_tokens_are_counted_once_per_history() -> None:
+    """Counted once per context; a context `replace()` makes with another history counts its own."""
+    ctx = await build_managed_context(make_worker(), "t", chat(6, "thread-a"), thread_id="thread-a")
+    full = ctx.history_tokens
+    assert full == sum(count_tokens([m]) - 3 for m in ctx.history)  # less the reply priming, per message
+    shorter = dataclasses.replace(ctx, history=ctx.history[-2:])
+    assert shorter.history_tokens < full == ctx.history_tokens and shorter != ctx
+    assert dataclasses.replace(ctx) == ctx  # the count is not part of a context's value
 
 
 async def test_thread_id_taken_from_untagged_caller_or_messages() -> None:

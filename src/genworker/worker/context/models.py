@@ -172,6 +172,9 @@ class ManagedContext:
     summary: str | None = None  # set when older history was replaced by a summary note
     compaction: tuple[CompactionRecord, ...] = ()
     provenance: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    # history_tokens, counted once: compaction asks for it several times per turn, and a long thread's
+    # history is thousands of messages (`replace()` starts a new context without it)
+    _history_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def segment(self, name: SegmentName) -> ContextSegment:
         for segment in self.segments:
@@ -212,7 +215,10 @@ class ManagedContext:
 
     @property
     def history_tokens(self) -> int:
-        return sum(message_tokens(m) for m in self.history)
+        if self._history_tokens is None:
+            object.__setattr__(self, "_history_tokens", sum(message_tokens(m) for m in self.history))
+        assert self._history_tokens is not None
+        return self._history_tokens
 
     @property
     def fits(self) -> bool:
