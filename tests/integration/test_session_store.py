@@ -581,3 +581,37 @@ def test_the_decoded_cache_is_bounded_by_bytes(tmp_path: Path) -> None:
     assert cache.get(a, b"x" * 11) is None and cache.get(b, b"12345") is second
     cache.forget(b)
     assert cache.get(b, b"12345") is None
+
+
+async def test_a_long_session_is_saved_off_the_event_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save rewrites the whole file: past INLINE_SAVE_MESSAGES it is encoded and written in a worker
+    thread, durable through the write journal like any other (alone, or inside a turn's block)."""
+    import threading
+
+    from genworker.conversation import file_store
+    from genworker.write_journal import JournaledFiles
+
+    threads: list[int] = []
+    real = file_store.encode_session
+
+    def recording(session: ConversationSession, *, indent: int | None = None) -> bytes:
+        threads.append(threading.get_ident())
+        return real(session, indent=indent)
+
+    monkeypatch.setattr(file_store, "encode_session", recording)
+    monkeypatch.setattr(file_store, "INLINE_SAVE_MESSAGES", 2)
+    files = JournaledFiles(tmp_path)
+    try:
+        manager = SessionManager(FileSessionStore(tmp_path, files=files))
+        session = await manager.get_or_create_thread("acme", "alice", "t1")
+        session = await manager.append(session, UserMessage("one"), AssistantMessage("two"))  # 2: on the loop
+        async with files.pending() as written:
+            session = await manager.append(session, UserMessage("three"))  # 3: a worker thread
+        await written.durable()
+        session = await manager.append(session, AssistantMessage("four"))  # alone, in a thread too
+    finally:
+        files.close()
+    loop = threading.get_ident()
+    assert threads[:2] == [loop, loop] and all(t != loop for t in threads[2:]) and len(threads) == 4
+    reread = await FileSessionStore(tmp_path).get("acme", "alice.t1")
+    assert reread == session and [m.content for m in reread.messages] == ["one", "two", "three", "four"]

@@ -4,7 +4,8 @@ Writes are atomic (temp file in the same folder, rename) and durable through `fi
 (write_journal.py); the compare-and-set runs under an exclusive ``flock`` on
 ``sessions/.locks/NN.lock`` (striped by session id), so several runtime processes can share one
 workspace. A turn's `get` and `save` run through `files.run` (on the event loop when writes are
-journaled, no fsync there); every other blocking call runs in a worker thread.
+journaled, no fsync there), except the save of a long session; every other blocking call runs in a
+worker thread.
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ __all__ = ["FileSessionStore"]
 log = logging.getLogger(__name__)
 
 DECODED_CACHE_BYTES = 32 * 1024 * 1024  # session files kept decoded, counted by their size on disk
+# A save re-encodes and rewrites the whole file, about 2 µs of CPU per message (2.4 ms at 1,100
+# messages, 400 KB): a longer session is saved in a worker thread, not on the event loop.
+INLINE_SAVE_MESSAGES = 500
 
 
 class FileSessionStore:
@@ -55,7 +59,9 @@ class FileSessionStore:
         return await self._files.run(lambda: self._get(tenant_id, session_id))
 
     async def save(self, session: ConversationSession, expected_version: int) -> ConversationSession:
-        return await self._files.run(lambda: self._save(session, expected_version))
+        if len(session.messages) <= INLINE_SAVE_MESSAGES:
+            return await self._files.run(lambda: self._save(session, expected_version))
+        return await asyncio.to_thread(self._save_durably, session, expected_version)
 
     async def list(self, tenant_id: str, worker_id: str | None = None) -> tuple[SessionSummary, ...]:
         return await asyncio.to_thread(self._list, tenant_id, worker_id)
@@ -103,6 +109,10 @@ class FileSessionStore:
             self._files.write_atomic(path, data)
             self._decoded.put(path, data, stored)  # what decoding `data` gives (the codec round-trips)
         return stored
+
+    def _save_durably(self, session: ConversationSession, expected_version: int) -> ConversationSession:
+        with self._files.together():  # in a turn's block, its writes join the block's one wait
+            return self._save(session, expected_version)
 
     def _delete(self, tenant_id: str, session_id: str) -> bool:
         path = self.path_of(tenant_id, session_id)
