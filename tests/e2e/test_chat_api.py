@@ -167,10 +167,16 @@ def test_an_internal_error_before_the_run_is_recorded_still_ends_in_run_error(
     api_key = key(workspace, "acme")
     with serve(tmp_path, workspace, model_server) as server:
         events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})
-        runs = httpx.get(f"{server.url}/api/v1/workers/alice/runs", headers={"Authorization": f"Bearer {api_key}"})
+        auth = {"Authorization": f"Bearer {api_key}"}
+        runs = httpx.get(f"{server.url}/api/v1/workers/alice/runs", headers=auth)
+        body = {"model": "alice", "messages": [{"role": "user", "content": "hello"}]}
+        openai_style = httpx.post(f"{server.url}/v1/chat/completions", json=body, headers=auth, timeout=60)
     AGUI.validate_python(events[-1])
     assert [e["type"] for e in events] == ["RUN_ERROR"] and events[-1]["code"] == "internal_error"
     assert "secret detail" not in events[-1]["message"] and runs.json()["runs"] == []
+    error = openai_style.json()["error"]
+    assert openai_style.status_code == 500 and error["code"] == "internal_error"
+    assert "error id err_" in error["message"] and "secret detail" not in openai_style.text
 
 
 def test_a_turn_that_cannot_be_stored_ends_in_run_error(

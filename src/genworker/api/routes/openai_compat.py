@@ -100,9 +100,13 @@ async def chat_completions(body: CompletionRequest, principal: Auth, runtime: Ru
 
 
 async def _result(handle: RunHandle) -> RunResult:
+    error: RunError | None = None
     async for event in handle.events():
         if isinstance(event, RouteDone):
             return event.result
+        error = event if isinstance(event, RunError) else error
+    if error is not None:  # the run could not be recorded (api/runs.py): its error id, not a guess
+        raise ApiError(500, error.code, error.message)
     raise ApiError(500, "internal_error", "the run ended without a result")
 
 
