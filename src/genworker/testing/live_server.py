@@ -20,8 +20,9 @@ class LiveServer:
     def __init__(self, app: FastAPI) -> None:
         self._socket = loopback_listener()
         self.port = int(self._socket.getsockname()[1])
-        # asyncio's loop: uvloop (what `genworker run` gets) cannot close its loop in a background thread
-        # serving a socket passed in (OSError EBUSY in loop.close()); the subprocess tests run uvloop
+        # asyncio's loop: on uvloop (what `genworker run` gets) a server that has served chat turns cannot
+        # close its loop in this thread (OSError EBUSY in loop.close(): connections still open, such as
+        # LiteLLM's pooled ones). A process exits before closing its loop; the subprocess tests run uvloop.
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", loop="asyncio"
         )

@@ -118,8 +118,7 @@ class ScriptedModelServer:
             Route("/chat/completions", self._completions, methods=["POST"]),
         ]
         app = Starlette(routes=routes, lifespan=self._lifespan)
-        # asyncio's loop: uvloop (what `genworker run` gets) cannot close its loop in a background thread
-        # serving a socket passed in (OSError EBUSY in loop.close()); the subprocess tests run uvloop
+        # asyncio's loop, as LiveServer's (uvloop fails to close a loop in a thread with connections open)
         config = uvicorn.Config(
             app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", loop="asyncio"
         )
