@@ -42,7 +42,7 @@ def test_parse_duration_refuses_bad_values(value: Any) -> None:
 
 
 def test_duration_fields_parse_and_report_bad_values() -> None:
-    trigger = ConditionTrigger(id="c", type="condition", metric="m", rule="r", check_interval="2m")
+    trigger = ConditionTrigger(id="c", type="condition", metric="m", rule="> 1", check_interval="2m")
     assert trigger.check_interval == 120
     assert ScheduleTrigger(id="s", type="schedule", interval="1w").interval == 604800
     with pytest.raises(ValidationError, match="expected a duration like"):
@@ -52,7 +52,7 @@ def test_duration_fields_parse_and_report_bad_values() -> None:
 
 
 def test_duration_default_is_in_seconds() -> None:
-    trigger = ConditionTrigger(id="c", type="condition", metric="m", rule="r")
+    trigger = ConditionTrigger(id="c", type="condition", metric="m", rule="> 1")
     assert trigger.check_interval == 300
     assert not math.isnan(trigger.check_interval)
 
