@@ -324,7 +324,9 @@ async def test_recovery_starts_plans_a_dead_process_gated_once_with_their_payloa
     await store.expire_due(T0 + timedelta(hours=2))
 
     services = [WaitingService(make_store(), rec.resume, clock=lambda: T0, owner=f"rt_{n}") for n in "cd"]
-    alive = lambda owner: owner == "rt_b"  # noqa: E731
+    # rt_b and the two recovering processes are alive: one that lists after the other claimed a plan
+    # sees it RUNNING under a live owner, and leaves it
+    alive = lambda owner: owner in ("rt_b", "rt_c", "rt_d")  # noqa: E731
     started = await asyncio.gather(*(s.recover([("acme", "w")], alive) for s in services))
     for service in services:
         await service.wait_runs(started[0] + started[1])
