@@ -271,9 +271,23 @@ async def test_total_tokens_count_what_the_model_receives() -> None:
     assert ctx.total_tokens == count_tokens(ctx.messages()) > ctx.history_tokens
 
 
-async def test_history_tokens_are_counted_once_per_history() -> None:
+async def test_history_tokens_are_counted_once_per_history(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counted once per context; a context `replace()` makes with another history counts its own."""
+    from genworker.worker.context import models
+
     ctx = await build_managed_context(make_worker(), "t", chat(6, "thread-a"), thread_id="thread-a")
+    counted: list[object] = []
+    real = models.message_tokens
+
+    def counting(message: Any) -> int:
+        counted.append(message)
+        return real(message)
+
+    fresh = dataclasses.replace(ctx)
+    monkeypatch.setattr(models, "message_tokens", counting)
+    assert fresh.history_tokens == fresh.history_tokens and fresh.total_tokens > fresh.history_tokens
+    assert len(counted) == len(fresh.history)  # one pass, however often it is asked
+    monkeypatch.undo()
     full = ctx.history_tokens
     assert full == sum(count_tokens([m]) - 3 for m in ctx.history)  # less the reply priming, per message
     shorter = dataclasses.replace(ctx, history=ctx.history[-2:])

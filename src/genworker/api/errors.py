@@ -8,7 +8,6 @@ into a 500 `internal_error` carrying only an error id; the traceback goes to the
 from __future__ import annotations
 
 import logging
-import secrets
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from genworker.observability.logging import internal_error_message, log_internal_error
 
 __all__ = ["ApiError", "error_response", "install_error_handlers"]
 
@@ -112,10 +113,10 @@ class _CatchUnhandled:
 
         try:
             await self.app(scope, receive, tracked)
-        except Exception:
-            error_id = "err_" + secrets.token_hex(8)
-            log.exception("[API] unhandled error %s on %s %s", error_id, scope.get("method"), scope.get("path"))
+        except Exception as exc:
+            where = f"[API] unhandled error on {scope.get('method')} {scope.get('path')}"
+            error_id = log_internal_error(log, where, exc)
             if started:
                 raise
-            message = f"internal error; quote error id {error_id} when reporting it"
+            message = internal_error_message(error_id)
             await error_response(500, "internal_error", message, error_id=error_id)(scope, receive, send)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from genworker.api.errors import ApiError
 from genworker.engine.events import RunError
-from genworker.observability.logging import log_internal_error
+from genworker.observability.logging import internal_error_message, log_internal_error
 from genworker.runtime.composition import Runtime
 from genworker.worker.router import RouteAccepted, RouteError, RouteRequest, RouterEvent, WorkerRouter
 
@@ -53,7 +53,7 @@ async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
             async for event in stream:
                 await events.put(event)
         except Exception as exc:  # the router could not record it (WorkerRouter._internal_error)
-            message = log_internal_error(log, f"[API] run {first.run_id} failed", exc)
+            message = internal_error_message(log_internal_error(log, f"[API] run {first.run_id} failed", exc))
             await events.put(RunError(first.run_id, "internal_error", message))
         finally:
             await events.put(_END)

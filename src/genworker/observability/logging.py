@@ -30,6 +30,7 @@ __all__ = [
     "bind",
     "configure_logging",
     "current_ids",
+    "internal_error_message",
     "log_decision",
     "log_internal_error",
     "redact",
@@ -108,10 +109,14 @@ def log_decision(logger: logging.Logger, decision: str, outcome: str, **fields: 
 
 
 def log_internal_error(logger: logging.Logger, what: str, exc: BaseException) -> str:
-    """Log an unexpected error with its traceback under a new error id; what the caller may be
-    told instead (the id, never the error's text)."""
+    """Log an unexpected error with its traceback under a new error id, and return the id: the
+    caller is told that (`internal_error_message`), never the error's text."""
     error_id = f"err_{secrets.token_hex(8)}"
     logger.error("%s (error id %s)", what, error_id, exc_info=exc)
+    return error_id
+
+
+def internal_error_message(error_id: str) -> str:
     return f"internal error; quote error id {error_id} when reporting it"
 
 

@@ -27,7 +27,7 @@ from genworker.llm.bookkeeping import turn_in_progress
 from genworker.llm.client import LLMClient
 from genworker.memory import Episode, MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
-from genworker.observability.logging import log_decision, log_internal_error
+from genworker.observability.logging import internal_error_message, log_decision, log_internal_error
 from genworker.observability.metrics import record_gate_result
 from genworker.runtime.tools import ToolRuntime
 from genworker.tools.base import ToolCall
@@ -153,7 +153,7 @@ class WorkerRouter:
         recorded as failed (unless it had already ended), then RunError and RouteDone, so a stream
         ends well-formed and says no more than the id. When the run cannot be recorded (no record,
         or the disk refuses), the original error goes on."""
-        message = log_internal_error(log, f"[Router] run {run_id} failed on an internal error", exc)
+        message = internal_error_message(log_internal_error(log, f"[Router] run {run_id} failed", exc))
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
         try:
             record = await self.tasks.fail(ref, "internal_error", message)
