@@ -537,12 +537,10 @@ async def test_list_skips_a_session_file_named_after_another_session(tmp_path: P
     assert [s.session_id for s in await backend.store.list("acme")] == ["alice.t1"]
 
 
-async def test_an_unchanged_session_file_is_not_decoded_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A turn reads its thread's file twice; bytes as last read or written here are not decoded
-    again, and a file changed behind the store's back (same size even) is."""
-    from genworker.conversation import file_store
+async def test_an_unchanged_session_is_not_decoded_again(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn reads its thread's session twice; bytes as last read or written by the store are not
+    decoded again, and a session changed behind the store's back (same size even) is."""
+    from genworker.conversation import file_store, redis_store
 
     decoded: list[str] = []
     real = file_store.decode_session
@@ -552,7 +550,7 @@ async def test_an_unchanged_session_file_is_not_decoded_again(
         return real(raw, source)
 
     monkeypatch.setattr(file_store, "decode_session", counting)
-    backend = FileBackend(tmp_path)
+    monkeypatch.setattr(redis_store, "decode_session", counting)
     manager = manager_of(backend)
     session = await manager.get_or_create_thread("acme", "alice", "t1")
     session = await manager.append(session, UserMessage("hi", created_at=T0))
@@ -568,9 +566,9 @@ async def test_an_unchanged_session_file_is_not_decoded_again(
 
 
 def test_the_decoded_cache_is_bounded_by_bytes(tmp_path: Path) -> None:
-    from genworker.conversation.file_store import _Decoded
+    from genworker.conversation.store import DecodedSessions
 
-    cache, a, b = _Decoded(10), tmp_path / "a.json", tmp_path / "b.json"
+    cache, a, b = DecodedSessions(10), tmp_path / "a.json", "redis:key:b"
     first, second = new_session(thread_id="t1"), new_session(thread_id="t2")
     cache.put(a, b"123456", first)
     cache.put(b, b"1234", second)
@@ -615,3 +613,47 @@ async def test_a_long_session_is_saved_off_the_event_loop(tmp_path: Path, monkey
     assert threads[:2] == [loop, loop] and all(t != loop for t in threads[2:]) and len(threads) == 4
     reread = await FileSessionStore(tmp_path).get("acme", "alice.t1")
     assert reread == session and [m.content for m in reread.messages] == ["one", "two", "three", "four"]
+
+
+@pytest.mark.redis
+async def test_a_long_session_in_redis_is_encoded_and_decoded_off_the_event_loop(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past INLINE_SAVE_MESSAGES a save encodes in a worker thread; a stored session larger than
+    INLINE_DECODE_BYTES that this store has not seen is decoded in one."""
+    import threading
+
+    from genworker.conversation import redis_store
+
+    encoded: list[int] = []
+    decoded: list[int] = []
+    real_encode, real_decode = redis_store.encode_session, redis_store.decode_session
+
+    def encoding(session: ConversationSession) -> bytes:
+        encoded.append(threading.get_ident())
+        return real_encode(session)
+
+    def decoding(raw: bytes | str, source: str) -> ConversationSession:
+        decoded.append(threading.get_ident())
+        return real_decode(raw, source)
+
+    monkeypatch.setattr(redis_store, "encode_session", encoding)
+    monkeypatch.setattr(redis_store, "decode_session", decoding)
+    monkeypatch.setattr(redis_store, "INLINE_SAVE_MESSAGES", 2)
+    client, prefix = Redis.from_url(redis_url), f"gwtest-{uuid.uuid4().hex}"
+    try:
+        manager = SessionManager(RedisSessionStore(client, prefix=prefix))
+        session = await manager.get_or_create_thread("acme", "alice", "t1")
+        session = await manager.append(session, UserMessage("one"), AssistantMessage("two"))  # 2: on the loop
+        session = await manager.append(session, UserMessage("three" * 100))  # 3: a worker thread
+        small = await RedisSessionStore(client, prefix=prefix).get("acme", "alice.t1")  # decoded on the loop
+        monkeypatch.setattr(redis_store, "INLINE_DECODE_BYTES", 100)
+        large = await RedisSessionStore(client, prefix=prefix).get("acme", "alice.t1")  # in a thread
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
+        await client.delete(*keys)
+        await client.aclose()
+    loop = threading.get_ident()
+    assert encoded[:2] == [loop, loop] and encoded[2] != loop and len(encoded) == 3
+    assert decoded[0] == loop and decoded[1] != loop and len(decoded) == 2
+    assert small == large == session and [m.content for m in session.messages][:2] == ["one", "two"]

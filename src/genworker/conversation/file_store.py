@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import replace
@@ -23,7 +21,7 @@ from pathlib import Path
 from genworker.conversation.codec import decode_session, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionError
 from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
-from genworker.conversation.store import check_owner, is_expired, newest_first
+from genworker.conversation.store import INLINE_SAVE_MESSAGES, DecodedSessions, check_owner, is_expired, newest_first
 from genworker.fsutil import striped_lock
 from genworker.ids import PlainFolders, safe_join, validate_id
 from genworker.write_journal import DIRECT, DurableFiles
@@ -31,11 +29,6 @@ from genworker.write_journal import DIRECT, DurableFiles
 __all__ = ["FileSessionStore"]
 
 log = logging.getLogger(__name__)
-
-DECODED_CACHE_BYTES = 32 * 1024 * 1024  # session files kept decoded, counted by their size on disk
-# A save re-encodes and rewrites the whole file, about 2 µs of CPU per message (2.4 ms at 1,100
-# messages, 400 KB): a longer session is saved in a worker thread, not on the event loop.
-INLINE_SAVE_MESSAGES = 500
 
 
 class FileSessionStore:
@@ -46,7 +39,7 @@ class FileSessionStore:
         self._clock = clock
         self._files = files  # how writes are made durable (write_journal.py)
         self._folders = PlainFolders()  # sessions/ folders checked once (ids.py)
-        self._decoded = _Decoded(DECODED_CACHE_BYTES)
+        self._decoded = DecodedSessions()
 
     def path_of(self, tenant_id: str, session_id: str) -> Path:
         """The session's file (blocking: checks for symlinks); the ids are validated and the path must
@@ -149,46 +142,6 @@ class FileSessionStore:
                     self._decoded.forget(path)
                     removed += self._files.remove(path)
         return removed
-
-
-class _Decoded:
-    """Recent session files' bytes, as last read or written here, with the session they decode to.
-    A file whose bytes are unchanged is not decoded again: a turn reads its thread's file twice (at
-    its start, and for the compare-and-set of its save), and a long thread's file is large (6.5 ms
-    to decode at 1,000 messages). Comparing the bytes keeps it exact, whoever wrote the file."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self._entries: OrderedDict[Path, tuple[bytes, ConversationSession]] = OrderedDict()
-        self._bytes = 0
-        self._max_bytes = max_bytes
-        self._lock = threading.Lock()  # reads also run in worker threads (list, purge)
-
-    def get(self, path: Path, raw: bytes) -> ConversationSession | None:
-        with self._lock:
-            entry = self._entries.get(path)
-            if entry is None or entry[0] != raw:
-                return None
-            self._entries.move_to_end(path)
-            return entry[1]
-
-    def put(self, path: Path, raw: bytes, session: ConversationSession) -> None:
-        with self._lock:
-            self._drop(path)
-            if len(raw) > self._max_bytes:
-                return
-            self._entries[path] = (raw, session)
-            self._bytes += len(raw)
-            while self._bytes > self._max_bytes:
-                self._drop(next(iter(self._entries)))
-
-    def forget(self, path: Path) -> None:
-        with self._lock:
-            self._drop(path)
-
-    def _drop(self, path: Path) -> None:
-        entry = self._entries.pop(path, None)
-        if entry is not None:
-            self._bytes -= len(entry[0])
 
 
 def _session_files(folder: Path, prefix: str) -> list[Path]:

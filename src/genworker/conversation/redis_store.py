@@ -7,21 +7,26 @@ Keys (tenant ids are validated ids, so they cannot contain ':')::
 
 A session with `ttl_s` gets PEXPIRE on every save (sliding expiry); index entries whose hash has
 expired are dropped when `list` finds them.
+
+A session whose stored bytes are unchanged since this store last read or wrote them is not decoded
+again (`DecodedSessions`), and a long one is encoded and decoded in a worker thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 from redis.asyncio import Redis
 
 from genworker.conversation.codec import decode_session, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionCorruptError, SessionSchemaError
 from genworker.conversation.models import SCHEMA_VERSION, ConversationSession, SessionKind, SessionSummary
-from genworker.conversation.store import check_owner, newest_first
+from genworker.conversation.store import INLINE_SAVE_MESSAGES, DecodedSessions, check_owner, newest_first
 from genworker.ids import validate_id
 
 __all__ = ["RedisSessionStore"]
@@ -46,6 +51,11 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return redis.call('ZREM', KEYS[2], AR
 return 0
 """
 
+# A stored session this large (about 500 messages) is decoded in a worker thread.
+INLINE_DECODE_BYTES: Final = 200_000
+
+_T = TypeVar("_T")
+
 _KINDS: Final[dict[str, SessionKind]] = {"thread": "thread", "main": "main"}
 
 _SUMMARY_FIELDS: Final = (
@@ -61,6 +71,11 @@ _SUMMARY_FIELDS: Final = (
 )
 
 
+async def _off_loop_if(long: bool, work: Callable[..., _T], *args: Any) -> _T:
+    """`work(*args)` in a worker thread when `long`, on the event loop otherwise."""
+    return await asyncio.to_thread(work, *args) if long else work(*args)
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
@@ -72,6 +87,7 @@ class RedisSessionStore:
         self._prefix = prefix
         self._save_script = self._client.register_script(_SAVE)
         self._prune_script = self._client.register_script(_PRUNE)
+        self._decoded = DecodedSessions()
 
     async def aclose(self) -> None:
         """Close the client if this store created it from a URL."""
@@ -83,16 +99,23 @@ class RedisSessionStore:
 
     async def get(self, tenant_id: str, session_id: str) -> ConversationSession | None:
         key = self.key_of(tenant_id, session_id)
-        raw = await self._client.hget(key, "session")
-        if raw is None:
+        found: bytes | str | None = await self._client.hget(key, "session")
+        if found is None:
+            self._decoded.forget(key)
             return None
+        raw = found.encode() if isinstance(found, str) else found  # a client with decode_responses
         source = f"redis key {key}"
-        return check_owner(decode_session(raw, source), tenant_id, session_id, source)
+        session = self._decoded.get(key, raw)
+        if session is None:
+            session = await _off_loop_if(len(raw) > INLINE_DECODE_BYTES, decode_session, raw, source)
+            self._decoded.put(key, raw, session)
+        return check_owner(session, tenant_id, session_id, source)
 
     async def save(self, session: ConversationSession, expected_version: int) -> ConversationSession:
         key = self.key_of(session.tenant_id, session.session_id)
         stored = replace(session, version=expected_version + 1)
-        fields = _fields(stored)
+        encoded = await _off_loop_if(len(stored.messages) > INLINE_SAVE_MESSAGES, encode_session, stored)
+        fields = _fields(stored, encoded)
         ttl_ms = stored.ttl_s * 1000 if stored.ttl_s else 0
         args: list[Any] = [expected_version, ttl_ms, stored.updated_at.timestamp(), stored.session_id]
         for name, value in fields.items():
@@ -100,6 +123,7 @@ class RedisSessionStore:
         result = int(await self._save_script(keys=[key, self._index(session.tenant_id)], args=args))
         if result != -1:
             raise ConcurrentUpdateError(session.session_id, expected_version, result)
+        self._decoded.put(key, encoded, stored)  # what decoding `encoded` gives (the codec round-trips)
         return stored
 
     async def list(self, tenant_id: str, worker_id: str | None = None) -> tuple[SessionSummary, ...]:
@@ -132,6 +156,7 @@ class RedisSessionStore:
             pipe.delete(key)
             pipe.zrem(self._index(tenant_id), session_id)
             deleted, _ = await pipe.execute()
+        self._decoded.forget(key)
         return bool(deleted)
 
     def _tenant(self, tenant_id: str) -> str:
@@ -141,11 +166,11 @@ class RedisSessionStore:
         return f"{self._tenant(tenant_id)}:sessions"
 
 
-def _fields(session: ConversationSession) -> dict[str, str | int]:
+def _fields(session: ConversationSession, encoded: bytes) -> dict[str, str | int | bytes]:
     return {
         "schema_version": session.schema_version,
         "version": session.version,
-        "session": encode_session(session).decode(),
+        "session": encoded,
         "worker_id": session.worker_id,
         "kind": session.kind,
         "thread_id": session.thread_id,
