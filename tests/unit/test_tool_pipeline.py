@@ -468,3 +468,27 @@ async def test_failing_audit_sink_does_not_break_the_call(tmp_path: Path) -> Non
 
     pipeline = ToolPipeline(make_tools(), audit=BrokenSink())
     assert isinstance(await pipeline.execute(scope(tmp_path), ToolCall("c", "reader")), ToolCompleted)
+
+
+async def test_a_tool_told_no_logs_one_line_and_a_buggy_tool_its_traceback(
+    tmp_path: Path, audit: MemoryAuditSink, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refused input or a missing file is the model's to handle: one INFO line, secrets masked.
+    Any other exception looks like a bug in the tool: a WARNING with its traceback."""
+
+    async def missing(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
+        raise FileNotFoundError(f"no such file: {SECRET}.md")
+
+    async def buggy(ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
+        return None.content  # type: ignore[attr-defined,no-any-return]
+
+    pipeline = ToolPipeline(
+        [tool("missing", Effect.READ, fn=missing), tool("buggy", Effect.READ, fn=buggy)], audit=audit
+    )
+    caplog.set_level("INFO", logger="genworker.tools")
+    await pipeline.execute(scope(tmp_path, secrets=(SECRET,)), ToolCall("c1", "missing"))
+    await pipeline.execute(scope(tmp_path), ToolCall("c2", "buggy"))
+    told_no, bug = [r for r in caplog.records if r.name == "genworker.tools"]
+    assert told_no.levelname == "INFO" and not told_no.exc_info
+    assert told_no.getMessage() == "tool missing failed: FileNotFoundError: no such file: [REDACTED].md"
+    assert bug.levelname == "WARNING" and bug.exc_info is not None and bug.exc_info[0] is AttributeError

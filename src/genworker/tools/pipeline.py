@@ -31,6 +31,7 @@ from genworker.tools.middlewares import (
     policy_denial,
     posture_denial,
     redaction,
+    redactor_for,
     run_hooks,
     timeout,
 )
@@ -141,8 +142,23 @@ class ToolPipeline:
         except TimeoutError as exc:  # the tool's own deadline (e.g. an MCP call_timeout)
             return ToolFailed("timeout", f"tool {ctx.spec.name} timed out: {exc}")
         except Exception as exc:
-            log.info("tool %s raised", ctx.spec.name, exc_info=True)
+            _log_raised(ctx, exc)
             return ToolFailed("error", f"{type(exc).__name__}: {exc}")
         if not isinstance(result, ToolResult):
             return ToolFailed("error", f"tool {ctx.spec.name} returned {type(result).__name__}, not a ToolResult")
         return ToolCompleted(result)
+
+
+# A tool refusing its arguments or told no by the outside world (no such file, a 404, a closed
+# port): the model sees the error and can try otherwise. One line, not a traceback.
+_EXPECTED = (ValueError, LookupError, OSError)
+
+
+def _log_raised(ctx: ToolContext, exc: Exception) -> None:
+    """An expected failure is one INFO line, the scope's secrets masked (its traceback at DEBUG);
+    anything else looks like a bug in the tool: a WARNING with the traceback."""
+    if isinstance(exc, _EXPECTED):
+        error = redactor_for(ctx.scope.secrets).text(f"{type(exc).__name__}: {exc}")
+        log.info("tool %s failed: %s", ctx.spec.name, error, exc_info=log.isEnabledFor(logging.DEBUG))
+    else:
+        log.warning("tool %s raised", ctx.spec.name, exc_info=exc)
