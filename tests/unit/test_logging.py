@@ -129,3 +129,22 @@ def test_request_ids_are_kept_only_when_well_formed() -> None:
     for bad in (None, "", "has space", "x" * 129, "semi;colon"):
         fresh = request_id_of(bad)
         assert fresh != bad and len(fresh) == 32
+
+
+def test_litellm_lines_come_out_once_in_our_format_and_only_from_warning_up(
+    lines: io.StringIO, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LiteLLM's own handler printed every line a second time, with colour codes; its per-call INFO
+    lines ("200 OK") were noise at the default level."""
+    from genworker.llm import client
+
+    monkeypatch.delenv("LITELLM_LOG", raising=False)
+    client._litellm_logs_through_ours()  # as at import
+    router = logging.getLogger("LiteLLM Router")
+    router.info("litellm.acompletion(model=openai/x) 200 OK")
+    router.warning("falling back to the standard tier")
+    assert [(line["logger"], line["msg"]) for line in parsed(lines)] == [
+        ("LiteLLM Router", "falling back to the standard tier")
+    ]
+    out, err = capfd.readouterr()
+    assert "falling back" not in out + err  # not written a second time by LiteLLM's handler

@@ -7,6 +7,8 @@ it, a failure is an error of this call. Every call produces one `LLMCallRecord`.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -52,6 +54,24 @@ def recording() -> Iterator[list[LLMCallRecord]]:
 
 litellm.telemetry = False
 litellm.suppress_debug_info = True
+
+
+def _litellm_logs_through_ours() -> None:
+    """LiteLLM's loggers write through their own handler, and propagate to the root's too: every
+    line came out twice, once in LiteLLM's format with colour codes. Their records now go to the
+    root handler only (one format, the run's ids attached), and their per-call INFO lines ("200
+    OK") are left out unless LITELLM_LOG sets a level."""
+    from litellm._logging import handler
+
+    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
+        logger = logging.getLogger(name)
+        logger.removeHandler(handler)
+        logger.propagate = True
+        if "LITELLM_LOG" not in os.environ:
+            logger.setLevel(logging.WARNING)
+
+
+_litellm_logs_through_ours()
 
 _FALLBACK_ERRORS: tuple[tuple[type[Exception], ProviderErrorKind], ...] = (
     (llm_errors.RateLimitError, "rate_limited"),
