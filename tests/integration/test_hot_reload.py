@@ -138,8 +138,12 @@ async def test_duty_and_tenant_edits(small_workspace: Callable[..., Path]) -> No
         assert registry.tenant("acme").tenant.trust_level == 3  # type: ignore[union-attr]
 
 
-async def test_runtime_state_writes_do_not_reload(small_workspace: Callable[..., Path]) -> None:
+async def test_runtime_state_writes_do_not_reload(
+    small_workspace: Callable[..., Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nor reach the watcher's loop: watchfiles logged "N changes detected" for every turn's writes."""
     root = small_workspace()
+    caplog.set_level("DEBUG", logger="watchfiles.main")  # at DEBUG it lists the changes it yields
     async with watching(root) as (registry, reloads):
         version = registry.version
         state = root / "tenants" / "acme" / "workers" / "alice" / "runtime" / "inbox.json"
@@ -151,6 +155,8 @@ async def test_runtime_state_writes_do_not_reload(small_workspace: Callable[...,
         await reloads.wait_for("acme/bob")
         assert registry.version == version + 1
         assert reloads.outcomes == []
+    yielded = [r.getMessage() for r in caplog.records if "detected" in r.getMessage()]
+    assert yielded and all("inbox.json" not in line and ".probe" not in line for line in yielded), yielded
 
 
 def test_classify_paths(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from watchfiles import awatch
+from watchfiles import Change, awatch
 
 from genworker.ids import InvalidIdError, validate_id
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
@@ -98,8 +98,15 @@ class WorkspaceWatcher:
 
     async def run(self, stop: asyncio.Event) -> None:
         root = self.registry.root
-        async for changes in awatch(root, stop_event=stop, debounce=self.debounce_ms, step=20, recursive=True):
-            self.saw_changes.set()
+
+        def defines(_: Change, path: str) -> bool:
+            """Only definition files reach the loop below (and watchfiles' "N changes detected" log
+            line): the runtime writes sessions, runs and memory on every turn. Called on the loop."""
+            self.saw_changes.set()  # any change at all proves the OS watch is live
+            return classify(root, Path(path), self._skills_dir) is not None
+
+        batches = awatch(root, watch_filter=defines, stop_event=stop, debounce=self.debounce_ms, step=20)
+        async for changes in batches:
             found = (classify(root, Path(p), self._skills_dir) for _, p in changes)
             for target in coalesce(t for t in found if t is not None):
                 outcome = await asyncio.to_thread(self._reload, target)
