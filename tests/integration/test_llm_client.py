@@ -205,3 +205,20 @@ def test_litellm_file_errors_are_named(tmp_path: Path) -> None:
     assert (
         "model_list[0].litellm_params.model is required" in load_model_config(load_settings(tmp_path, {})).state.reason
     )
+
+
+async def test_every_failed_model_call_is_a_warning_with_the_providers_words(
+    tmp_path: Path, model_server: ScriptedModelServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """LiteLLM's own lines stop at WARNING and say nothing of a failed call: the operator learns
+    from ours which group failed, why, and whether another was left to try."""
+    model_server.expect(Fail(429, "slow down"), Fail(400, "bad tools"))
+    client = client_for(tmp_path, model_server, GENWORKER_LLM_REASONING_MODEL="openai/scripted-reasoning")
+    caplog.set_level("INFO", logger="genworker.llm")
+    with pytest.raises(ProviderError):
+        await client.complete(LLMCallIntent(Purpose.REASON), HI)
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "genworker.llm"]
+    assert [level for level, _ in lines] == ["WARNING", "WARNING"]
+    assert lines[0][1].startswith("model group 'reasoning' failed (rate_limited), 1 left: RateLimitError: ")
+    assert "slow down" in lines[0][1]
+    assert lines[1][1].startswith("model group 'default' failed: BadRequestError: ") and "bad tools" in lines[1][1]

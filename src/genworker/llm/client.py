@@ -52,6 +52,8 @@ def recording() -> Iterator[list[LLMCallRecord]]:
         _RECORDING.reset(token)
 
 
+log = logging.getLogger("genworker.llm")
+
 litellm.telemetry = False
 litellm.suppress_debug_info = True
 
@@ -81,6 +83,13 @@ _FALLBACK_ERRORS: tuple[tuple[type[Exception], ProviderErrorKind], ...] = (
     (llm_errors.ServiceUnavailableError, "server_error"),
     (llm_errors.BadGatewayError, "server_error"),
 )
+
+
+def _brief(exc: BaseException, limit: int = 300) -> str:
+    """A provider error for a log line: its type and the first line of its message, cut."""
+    first_line = str(exc).strip().split("\n", 1)[0]
+    text = f"{type(exc).__name__}: {first_line}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +261,8 @@ class LLMClient:
                 first = None
             except Exception as exc:
                 kind = self._kind(exc)
+                fallback = f" ({kind}), {len(groups) - len(failed) - 1} left" if kind else ""
+                log.warning("model group %r failed%s: %s", group, fallback, _brief(exc))
                 if kind is None:
                     self._record(intent, tier, group, started, failed, error=str(exc))
                     raise self._final_error(exc, (*failed, group)) from exc
@@ -263,6 +274,7 @@ class LLMClient:
                 async for event in _read(first, iterator, acc, whole=whole):
                     yield event
             except Exception as exc:
+                log.warning("model group %r: the stream broke: %s", group, _brief(exc))
                 self._record(intent, tier, group, started, failed, error=f"stream broke: {exc}")
                 raise ProviderError(
                     self._kind(exc) or "other", f"the model stream broke: {exc}", tried=(*failed, group)
