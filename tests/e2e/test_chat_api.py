@@ -313,6 +313,29 @@ def test_a_tenant_key_reaches_nothing_of_another_tenant(
                 assert httpx.request(method, server.url + path, json=body, timeout=30).status_code == 401
 
 
+def test_ops_reload_reloads_the_tenant_without_a_body_and_keeps_the_last_good_worker(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
+    persona = workspace / "tenants/acme/workers/bob/PERSONA.md"
+    with serve(tmp_path, workspace, model_server) as server:
+        tenant = httpx.post(server.url + "/api/v1/worker/ops/reload", headers=auth, timeout=30)  # no body at all
+        assert tenant.status_code == 200, tenant.text
+        assert tenant.json()["target"] == "acme" and tenant.json()["ok"] is True
+        persona.write_text(persona.read_text(encoding="utf-8").replace("name: Bob", "name: Robert"), encoding="utf-8")
+        bob = httpx.post(server.url + "/api/v1/worker/ops/reload", json={"worker_id": "bob"}, headers=auth, timeout=30)
+        assert (bob.json()["target"], bob.json()["ok"]) == ("acme/bob", True)
+        names = {m["id"]: m["name"] for m in httpx.get(server.url + "/v1/models", headers=auth).json()["data"]}
+        assert names["bob"] == "Robert"
+        persona.write_text("---\nidentity: [not, a, mapping]\n---\n", encoding="utf-8")
+        broken = httpx.post(server.url + "/api/v1/worker/ops/reload", json={}, headers=auth, timeout=30).json()
+        assert broken["ok"] is False and broken["kept_last_good"] is True
+        assert broken["errors"] and all("PERSONA.md" in e["file"] for e in broken["errors"]), broken["errors"]
+        names = {m["id"]: m["name"] for m in httpx.get(server.url + "/v1/models", headers=auth).json()["data"]}
+        assert names["bob"] == "Robert"  # the last good version keeps serving
+
+
 def test_malformed_bodies_get_json_4xx(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
     api_key = key(workspace, "acme")
     auth = {"Authorization": f"Bearer {api_key}"}

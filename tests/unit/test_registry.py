@@ -180,6 +180,21 @@ def test_reload_tenant_picks_up_edits_and_new_workers(ws) -> None:
     assert registry.worker("globex", "g").version == 1  # type: ignore[union-attr]
 
 
+def test_reload_tenant_reports_a_worker_that_keeps_its_last_good_version(ws) -> None:
+    """The tenant reloads, but one worker's new files are rejected: the outcome says so (it once
+    said ok, with no errors, and the watcher logged a clean reload)."""
+    registry = build(ws)
+    ws.duty("triage", "status: sleeping\n")
+    outcome = registry.reload_tenant("acme")
+    assert not outcome.ok and outcome.kept_last_good
+    assert [(e.field, e.file) for e in outcome.errors] == [("status", "tenants/acme/workers/w/duties/triage.md")]
+    assert registry.worker("acme", "w").version == 1  # type: ignore[union-attr]
+    assert registry.worker("acme", "other").version == 2  # type: ignore[union-attr]
+    ws.duty("triage")
+    fixed = registry.reload_tenant("acme")
+    assert fixed.ok and not fixed.kept_last_good and fixed.errors == ()
+
+
 def test_broken_tenant_json_on_reload_keeps_the_last_good_tenant(ws) -> None:
     registry = build(ws)
     ws.write("tenants/acme/TENANT.json", '{"tenant_id": "acme",')

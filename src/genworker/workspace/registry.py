@@ -161,13 +161,17 @@ class WorkspaceRegistry:
             return ReloadOutcome(tenant_id, self._version, ok=False, errors=exc.issues)
         self._drop_stale(tenant_id)
         self._tenant_errors.pop(tenant_id, None)
+        rejected = state.failures  # workers whose files fail now, including those that keep their last good version
         previous = self._tenants.get(tenant_id) if keep_last_good else None
         if previous is not None:
             state = self._keep_last_good_workers(previous, state)
         self._tenants[tenant_id] = state
         errors = tuple(i for i in (*state.issues, *default_worker_issues(state)) if i.severity == "error")
-        failed = tuple(e for f in state.failures.values() for e in f.errors)
-        return ReloadOutcome(tenant_id, self._version, ok=not errors and not failed, errors=errors + failed)
+        failed = tuple(e for f in rejected.values() for e in f.errors)
+        kept = any(worker_id in state.workers for worker_id in rejected)
+        return ReloadOutcome(
+            tenant_id, self._version, ok=not errors and not failed, errors=errors + failed, kept_last_good=kept
+        )
 
     def _keep_last_good_workers(self, previous: TenantState, state: TenantState) -> TenantState:
         """A worker that loaded before and fails now keeps serving its last good version."""

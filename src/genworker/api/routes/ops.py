@@ -36,8 +36,10 @@ class ReloadRequest(BaseModel):
 
 
 @router.post("/reload", summary="Reload the tenant, or one worker, from the workspace files")
-async def reload(body: ReloadRequest, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    if body.worker_id is None:
+async def reload(principal: Auth, runtime: RuntimeDep, body: ReloadRequest | None = None) -> dict[str, Any]:
+    """No body, or no `worker_id`: the whole tenant. A rejected reload keeps the last good version
+    serving and lists the errors (file, field, line)."""
+    if body is None or body.worker_id is None:
         outcome = await asyncio.to_thread(runtime.registry.reload_tenant, principal.tenant_id)
     else:
         tenant_id, worker_id = principal_worker(principal, body.worker_id)
