@@ -212,3 +212,27 @@ def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
             assert client.get("/health").status_code == 200
     finally:
         gc.unfreeze()
+
+
+def test_start_up_loads_the_tokenizer_in_a_worker_thread_before_serving(
+    tmp_path: Path, small_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Otherwise the first turn loads it on the event loop (about 250 ms, every other request stalled)."""
+    import asyncio
+
+    from genworker.runtime import composition
+
+    loaded: list[str] = []
+
+    def load() -> None:
+        try:
+            asyncio.get_running_loop()
+            loaded.append("on the event loop")
+        except RuntimeError:
+            loaded.append("in a worker thread")
+
+    monkeypatch.setattr(composition, "load_tokenizer", load)
+    with serve(tmp_path, small_workspace(), **MODEL) as client:
+        assert loaded == ["in a worker thread"]  # and done before the first request
+        assert client.get("/readiness").status_code == 200
+    assert loaded == ["in a worker thread"]

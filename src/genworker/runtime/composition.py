@@ -64,6 +64,7 @@ from genworker.worker.confirmations import (
     cancel_waiting_run,
     through_briefs,
 )
+from genworker.worker.context.tokens import load_tokenizer
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
@@ -124,6 +125,7 @@ class Runtime:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
         defer_bookkeeping(loop)  # LiteLLM's after-call logging waits until the turn has ended
+        tokenizer = asyncio.create_task(asyncio.to_thread(load_tokenizer), name="load-tokenizer")
         self.leases = self._instance_leases()
         await asyncio.to_thread(self.leases.renew)
         await self._open_write_journal()
@@ -173,6 +175,7 @@ class Runtime:
         if self.watcher is not None:
             self.watcher.on_reload = self._reloaded
             self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
+        await tokenizer  # ready only once the first turn will not load it on the loop
 
     async def _consolidate_memory(self, memory: MemoryService) -> None:
         """Fold old episodes into summaries (originals archived) every `consolidate_every_s`, so each
@@ -731,3 +734,4 @@ def _hot_reload(runtime: Runtime) -> ComponentRuntimeStatus:
         return ComponentRuntimeStatus("hot_reload", ComponentStatus.DISABLED, "GENWORKER_HOT_RELOAD=false")
     runtime.watcher = WorkspaceWatcher(runtime.registry, debounce_ms=runtime.settings.hot_reload_debounce_ms)
     return ComponentRuntimeStatus("hot_reload", ComponentStatus.READY, "", "watchfiles")
+

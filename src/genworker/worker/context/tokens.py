@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import genworker.llm  # noqa: F401  (switches LiteLLM to its bundled cost map before it is imported)
 
-__all__ = ["count_tokens", "message_tokens", "truncate_tokens"]
+__all__ = ["count_tokens", "load_tokenizer", "message_tokens", "truncate_tokens"]
 
 _TOKENIZER_MODEL = "gpt-4"  # LiteLLM maps it to tiktoken cl100k_base, shipped inside the package
 # OpenAI's chat accounting for cl100k models: per message, per tool call, and the reply primer.
@@ -34,6 +34,13 @@ def _encoder() -> Callable[[str], Sequence[int]]:
         return tokens
 
     return encode
+
+
+def load_tokenizer() -> None:
+    """Load the tokenizer's tables now: the first count reads and parses them (about 250 ms, once
+    per process). The runtime calls this in a worker thread at start-up, so that the first turn
+    does not pay it on the event loop, stalling every other request meanwhile."""
+    _encoder()("warm")
 
 
 def _text_tokens(text: str) -> int:
