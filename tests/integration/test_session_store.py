@@ -20,6 +20,7 @@ import pytest
 from redis.asyncio import Redis
 
 from genworker.conversation import (
+    ArchiveChunk,
     AssistantMessage,
     ConcurrentUpdateError,
     ConversationSession,
@@ -69,6 +70,13 @@ class Backend:
     async def read_raw(self, tenant_id: str, session_id: str) -> str | None:
         raise NotImplementedError
 
+    async def drop_chunk(self, tenant_id: str, session_id: str, start: int) -> None:
+        """Lose one archived chunk behind the store's back."""
+        raise NotImplementedError
+
+    async def archive_exists(self, tenant_id: str, session_id: str) -> bool:
+        raise NotImplementedError
+
 
 class FileBackend(Backend):
     kind = "file"
@@ -98,6 +106,15 @@ class FileBackend(Backend):
         except FileNotFoundError:
             return None
 
+    def archive_dir(self, tenant_id: str, session_id: str) -> Path:
+        return self.root / "tenants" / tenant_id / "sessions" / "archive" / session_id
+
+    async def drop_chunk(self, tenant_id: str, session_id: str, start: int) -> None:
+        await asyncio.to_thread((self.archive_dir(tenant_id, session_id) / f"{start:010d}.json").unlink)
+
+    async def archive_exists(self, tenant_id: str, session_id: str) -> bool:
+        return await asyncio.to_thread(self.archive_dir(tenant_id, session_id).exists)
+
 
 class RedisBackend(Backend):
     kind = "redis"
@@ -124,6 +141,12 @@ class RedisBackend(Backend):
     async def read_raw(self, tenant_id: str, session_id: str) -> str | None:
         raw = await self.client.hget(self.key(tenant_id, session_id), "session")
         return raw.decode() if isinstance(raw, bytes) else raw
+
+    async def drop_chunk(self, tenant_id: str, session_id: str, start: int) -> None:
+        await self.client.hdel(f"{self.prefix}:{tenant_id}:archive:{session_id}", f"{start:010d}")
+
+    async def archive_exists(self, tenant_id: str, session_id: str) -> bool:
+        return bool(await self.client.exists(f"{self.prefix}:{tenant_id}:archive:{session_id}"))
 
 
 @pytest.fixture(params=["file", pytest.param("redis", marks=pytest.mark.redis)])
@@ -329,6 +352,12 @@ class CountingStore:
     async def delete(self, tenant_id: str, session_id: str) -> bool:
         return await self.inner.delete(tenant_id, session_id)
 
+    async def archive(self, chunk: ArchiveChunk, ttl_s: int | None = None) -> None:
+        await self.inner.archive(chunk, ttl_s)
+
+    async def archived(self, session: ConversationSession) -> tuple[Any, ...]:
+        return await self.inner.archived(session)
+
 
 async def test_two_concurrent_appenders_lose_nothing(backend: Backend) -> None:
     stores = CountingStore(backend.store), CountingStore(backend.reopen())  # the second: another process
@@ -381,10 +410,12 @@ async def test_retries_are_bounded() -> None:
 
 async def test_file_ttl_is_sliding_and_expired_sessions_read_as_absent(tmp_path: Path) -> None:
     backend = FileBackend(tmp_path / "ws")
-    manager = manager_of(backend)
+    manager = manager_of(backend, max_live_messages=500)
     session = await manager.get_or_create_thread("acme", "alice", "t1", ttl_s=60)
     backend.clock.advance(50)
+    session = await manager.append(session, *(UserMessage(f"m{i}") for i in range(500)))
     session = await manager.append(session, UserMessage("still here"))
+    assert session.archived == 500 and await backend.archive_exists("acme", "alice.t1")
     backend.clock.advance(50)  # 100 s after creation, 50 s after the last save
     assert await backend.store.get("acme", "alice.t1") == session
     backend.clock.advance(10)
@@ -394,6 +425,7 @@ async def test_file_ttl_is_sliding_and_expired_sessions_read_as_absent(tmp_path:
         await manager.append(session, UserMessage("too late"))
     assert await backend.store.purge_expired("acme") == 1
     assert not backend.path("acme", "alice.t1").exists()
+    assert not await backend.archive_exists("acme", "alice.t1")  # the archive goes with it
     fresh = await manager.get_or_create_thread("acme", "alice", "t1")
     assert fresh.version == 1 and fresh.messages == ()
 
@@ -657,3 +689,121 @@ async def test_a_long_session_in_redis_is_encoded_and_decoded_off_the_event_loop
     assert encoded[:2] == [loop, loop] and encoded[2] != loop and len(encoded) == 3
     assert decoded[0] == loop and decoded[1] != loop and len(decoded) == 2
     assert small == large == session and [m.content for m in session.messages][:2] == ["one", "two"]
+
+
+# -- archive -----------------------------------------------------------------------
+
+
+def said(messages: Any) -> list[str]:
+    return [m.content for m in messages]
+
+
+async def test_a_long_thread_keeps_its_newest_messages_and_archives_the_oldest(backend: Backend) -> None:
+    manager = manager_of(backend, max_live_messages=500)
+    session = await manager.get_or_create_thread("acme", "alice", "t1")
+    sent = [f"m{i}" for i in range(1_234)]
+    for i in range(0, len(sent), 100):  # a turn or a few at a time
+        session = await manager.append(session, *(UserMessage(text) for text in sent[i : i + 100]))
+    assert session.archived == 1_000 and said(session.messages) == sent[1_000:]
+    assert said(await manager.all_messages(session)) == sent
+    summary = (await manager.list("acme"))[0]
+    assert summary.message_count == 1_234
+    reopened = SessionManager(backend.reopen())  # after a restart
+    again = await reopened.get("acme", "alice.t1")
+    assert again is not None and again.archived == 1_000 and said(await reopened.all_messages(again)) == sent
+    assert said(manager.history(session)) == sent[1_000:]  # what a prompt is built from
+
+
+async def test_concurrent_appenders_past_the_limit_lose_and_repeat_nothing(backend: Backend) -> None:
+    """A writer whose save loses the compare-and-set after writing a chunk wrote the same messages
+    another writer archives there."""
+    stores = CountingStore(backend.store), CountingStore(backend.reopen())
+    one, two = (
+        manager_of(backend, stores[0], max_live_messages=500),
+        manager_of(backend, stores[1], max_live_messages=500),
+    )
+    start = await one.get_or_create_thread("acme", "alice", "t1")
+
+    async def writer(manager: SessionManager, name: str) -> None:
+        session = start
+        for i in range(0, 600, 50):
+            session = await manager.append(session, *(UserMessage(f"{name}-{j}") for j in range(i, i + 50)))
+
+    await asyncio.wait_for(asyncio.gather(writer(one, "a"), writer(two, "b"), writer(one, "c")), 60)
+    final = await one.get("acme", "alice.t1")
+    assert final is not None and final.archived >= 1_000
+    everything = said(await two.all_messages(final))
+    assert len(everything) == 1_800
+    for name in "abc":
+        assert [c for c in everything if c.startswith(name)] == [f"{name}-{j}" for j in range(600)]
+    assert stores[0].conflicts + stores[1].conflicts >= 2
+
+
+async def test_deleting_a_thread_removes_its_archive(backend: Backend) -> None:
+    manager = manager_of(backend, max_live_messages=500)
+    session = await manager.get_or_create_thread("acme", "alice", "t1")
+    for i in range(7):
+        session = await manager.append(session, *(UserMessage(f"{i}-{j}") for j in range(100)))
+    assert session.archived == 500 and await backend.archive_exists("acme", "alice.t1")
+    assert await manager.delete("acme", "alice.t1")
+    assert not await backend.archive_exists("acme", "alice.t1")
+    fresh = await manager.get_or_create_thread("acme", "alice", "t1")
+    assert fresh.archived == 0 and await manager.all_messages(fresh) == ()
+
+
+async def test_a_missing_chunk_is_an_error_naming_the_archive_and_the_gap(backend: Backend) -> None:
+    manager = manager_of(backend, max_live_messages=500)
+    session = await manager.get_or_create_thread("acme", "alice", "t1")
+    for i in range(11):
+        session = await manager.append(session, *(UserMessage(f"{i}-{j}") for j in range(100)))
+    assert session.archived == 1_000
+    await backend.drop_chunk("acme", "alice.t1", 0)
+    with pytest.raises(SessionCorruptError, match=r"alice\.t1.*archived messages 0 to 499 are missing"):
+        await manager.all_messages(session)
+    assert said(session.messages) == [f"10-{j}" for j in range(100)]  # the live session is untouched
+
+
+async def test_a_main_session_is_never_archived(backend: Backend) -> None:
+    """The heartbeat rolls its main session up itself (and rewrites it doing so)."""
+    manager = manager_of(backend, max_live_messages=500)
+    main = await manager.main_session("acme", "alice")
+    for i in range(6):
+        main = await manager.append(main, *(UserMessage(f"{i}-{j}") for j in range(100)))
+    assert main.archived == 0 and len(main.messages) == 600
+    assert not await backend.archive_exists("acme", "alice.main")
+
+
+def test_chunks_past_the_archived_count_are_from_saves_that_did_not_happen() -> None:
+    from genworker.conversation.store import join_chunks
+
+    def chunk(start: int, n: int) -> ArchiveChunk:
+        return ArchiveChunk(
+            tenant_id="acme",
+            session_id="alice.t1",
+            start=start,
+            messages=tuple(UserMessage(f"m{i}") for i in range(start, start + n)),
+        )
+
+    assert said(join_chunks([chunk(2, 2), chunk(0, 2), chunk(4, 2)], 4, "src")) == ["m0", "m1", "m2", "m3"]
+    with pytest.raises(SessionCorruptError, match="archived messages 2 to 3 are missing"):
+        join_chunks([chunk(0, 2), chunk(4, 2)], 6, "src")
+    with pytest.raises(SessionCorruptError, match="archived messages 2 to 3 are missing"):
+        join_chunks([chunk(0, 2)], 4, "src")
+
+
+@pytest.mark.redis
+async def test_a_redis_archive_expires_with_its_session(redis_url: str) -> None:
+    client, prefix = Redis.from_url(redis_url), f"gwtest-{uuid.uuid4().hex}"
+    archive = f"{prefix}:acme:archive:alice.t1"
+    try:
+        manager = SessionManager(RedisSessionStore(client, prefix=prefix), max_live_messages=500)
+        session = await manager.get_or_create_thread("acme", "alice", "t1", ttl_s=3600)
+        for i in range(6):
+            session = await manager.append(session, *(UserMessage(f"{i}-{j}") for j in range(100)))
+        assert session.archived == 500 and 0 < await client.pttl(archive) <= 3_600_000
+        session = await manager.set_ttl(session, None)
+        assert await client.pttl(archive) == -1  # kept as long as the session is
+    finally:
+        keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
+        await client.delete(*keys)
+        await client.aclose()

@@ -1,4 +1,5 @@
-"""Only SessionAggregate writes session state: no other code calls a store's compare-and-set."""
+"""Only SessionAggregate writes session state: no other code calls a store's compare-and-set, or
+makes the chunks a long thread's oldest messages are archived in."""
 
 from __future__ import annotations
 
@@ -31,5 +32,25 @@ def test_only_the_aggregate_saves_sessions() -> None:
         str(path.relative_to(SRC)): lines
         for path in sorted(SRC.rglob("*.py"))
         if path != AGGREGATE and (lines := save_calls(path))
+    }
+    assert offenders == {}
+
+
+def chunk_constructions(path: Path) -> list[int]:
+    """Lines calling `ArchiveChunk(...)`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "ArchiveChunk"
+    ]
+
+
+def test_only_the_aggregate_archives_messages() -> None:
+    assert chunk_constructions(AGGREGATE)
+    offenders = {
+        str(path.relative_to(SRC)): lines
+        for path in sorted(SRC.rglob("*.py"))
+        if path != AGGREGATE and (lines := chunk_constructions(path))
     }
     assert offenders == {}

@@ -19,6 +19,7 @@ from genworker.conversation.manager import SessionManager, recent_messages
 from genworker.conversation.models import (
     MAIN_THREAD_ID,
     SCHEMA_VERSION,
+    ArchiveChunk,
     AssistantMessage,
     ChatMessage,
     ConversationSession,
@@ -41,6 +42,7 @@ from genworker.conversation.store import SessionStore
 __all__ = [
     "MAIN_THREAD_ID",
     "SCHEMA_VERSION",
+    "ArchiveChunk",
     "AssistantMessage",
     "ChatMessage",
     "ConcurrentUpdateError",

@@ -3,6 +3,11 @@
 Every change is a pure function of the current session. It is applied and saved with a
 compare-and-set; when another writer got there first, the aggregate reloads the session and applies
 the same change again, so concurrent appends never lose a message.
+
+A thread keeps at most `max_live_messages` in its session: past that, its oldest stored messages go
+to the store's archive in chunks of `ARCHIVE_CHUNK`, before the save that drops them. A thread's
+messages are only ever appended, so the chunk at a given start always holds the same messages,
+whoever writes it and however often (a save that loses its compare-and-set wrote it for nothing).
 """
 
 from __future__ import annotations
@@ -10,24 +15,39 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from genworker.conversation.errors import ConcurrentUpdateError, SessionNotFoundError
-from genworker.conversation.models import ChatMessage, ConversationSession, utc_now
+from genworker.conversation.models import ArchiveChunk, ChatMessage, ConversationSession, utc_now
 from genworker.conversation.store import SessionStore
 
-__all__ = ["Change", "SessionAggregate"]
+__all__ = ["ARCHIVE_CHUNK", "MAX_LIVE_MESSAGES", "Change", "SessionAggregate"]
 
 Change = Callable[[ConversationSession], ConversationSession]
 
+# A session is rewritten whole on every save (about 2.4 ms of encoding per 1,000 messages, and the
+# file or Redis value with it) and compaction keeps only the newest turns in a prompt anyway.
+MAX_LIVE_MESSAGES: Final = 1_000
+ARCHIVE_CHUNK: Final = 500  # fixed: every process must cut a thread at the same places
+
 
 class SessionAggregate:
-    def __init__(self, store: SessionStore, *, clock: Callable[[], datetime] = utc_now, max_attempts: int = 32) -> None:
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        clock: Callable[[], datetime] = utc_now,
+        max_attempts: int = 32,
+        max_live_messages: int = MAX_LIVE_MESSAGES,
+    ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if max_live_messages < ARCHIVE_CHUNK:
+            raise ValueError(f"max_live_messages must be at least {ARCHIVE_CHUNK}, got {max_live_messages}")
         self._store = store
         self._clock = clock
         self._max_attempts = max_attempts
+        self._max_live = max_live_messages
 
     async def create(self, session: ConversationSession) -> ConversationSession:
         """Store a new session; `ConcurrentUpdateError` when one with that id already exists."""
@@ -65,6 +85,7 @@ class SessionAggregate:
             updated = replace(change(current), updated_at=self._clock())
             if (updated.tenant_id, updated.session_id) != (current.tenant_id, current.session_id):
                 raise ValueError("a session change may not alter the tenant or the session id")
+            updated = await self._archive_oldest(current, updated)
             try:
                 return await self._store.save(updated, expected_version=current.version)
             except ConcurrentUpdateError as exc:
@@ -75,3 +96,24 @@ class SessionAggregate:
             current = latest
         assert conflict is not None
         raise conflict
+
+    async def _archive_oldest(self, current: ConversationSession, updated: ConversationSession) -> ConversationSession:
+        """`updated` with its oldest chunks archived while it holds more than `max_live_messages`.
+        A chunk is cut from `current`'s messages only (stored ones, at fixed places in the thread),
+        and only when `updated` still begins with them."""
+        if updated.kind != "thread" or updated.archived != current.archived:
+            return updated
+        cut = 0
+        while len(updated.messages) - cut > self._max_live and cut + ARCHIVE_CHUNK <= len(current.messages):
+            chunk = current.messages[cut : cut + ARCHIVE_CHUNK]
+            if any(a is not b for a, b in zip(chunk, updated.messages[cut : cut + ARCHIVE_CHUNK], strict=True)):
+                break  # the change rewrote history (no thread change does): keep it whole
+            start = current.archived + cut
+            await self._store.archive(
+                ArchiveChunk(tenant_id=current.tenant_id, session_id=current.session_id, start=start, messages=chunk),
+                updated.ttl_s,
+            )
+            cut += ARCHIVE_CHUNK
+        if not cut:
+            return updated
+        return replace(updated, messages=updated.messages[cut:], archived=updated.archived + cut)

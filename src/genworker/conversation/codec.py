@@ -1,18 +1,22 @@
-"""The one way a session becomes bytes and back: a single TypeAdapter, schema_version checked first."""
+"""The one way a session (or an archived chunk of one) becomes bytes and back: a TypeAdapter each,
+schema_version checked first."""
 
 from __future__ import annotations
 
 import json
-from typing import Final
+from typing import Final, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
 from genworker.conversation.errors import SessionCorruptError, SessionSchemaError
-from genworker.conversation.models import SCHEMA_VERSION, ConversationSession
+from genworker.conversation.models import SCHEMA_VERSION, ArchiveChunk, ConversationSession
 
-__all__ = ["SESSION_ADAPTER", "decode_session", "encode_session"]
+__all__ = ["SESSION_ADAPTER", "decode_chunk", "decode_session", "encode_chunk", "encode_session"]
 
 SESSION_ADAPTER: Final = TypeAdapter(ConversationSession)
+CHUNK_ADAPTER: Final = TypeAdapter(ArchiveChunk)
+
+_T = TypeVar("_T")
 
 
 def encode_session(session: ConversationSession, *, indent: int | None = None) -> bytes:
@@ -21,6 +25,18 @@ def encode_session(session: ConversationSession, *, indent: int | None = None) -
 
 def decode_session(raw: bytes | str, source: str) -> ConversationSession:
     """Parse a persisted session; `source` (a file path or Redis key) names it in every error."""
+    return _decode(SESSION_ADAPTER, raw, source)
+
+
+def encode_chunk(chunk: ArchiveChunk) -> bytes:
+    return CHUNK_ADAPTER.dump_json(chunk)
+
+
+def decode_chunk(raw: bytes | str, source: str) -> ArchiveChunk:
+    return _decode(CHUNK_ADAPTER, raw, source)
+
+
+def _decode(adapter: TypeAdapter[_T], raw: bytes | str, source: str) -> _T:
     try:
         data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -31,7 +47,7 @@ def decode_session(raw: bytes | str, source: str) -> ConversationSession:
     if type(version) is not int or version != SCHEMA_VERSION:
         raise SessionSchemaError(source, version, SCHEMA_VERSION)
     try:
-        return SESSION_ADAPTER.validate_python(data)
+        return adapter.validate_python(data)
     except ValidationError as exc:
         raise SessionCorruptError(source, _describe(exc)) from exc
 

@@ -1,4 +1,5 @@
-"""Sessions as files: ``{workspace}/tenants/{tenant_id}/sessions/{session_id}.json``.
+"""Sessions as files: ``{workspace}/tenants/{tenant_id}/sessions/{session_id}.json``, a long
+thread's oldest messages in ``sessions/archive/{session_id}/{start}.json`` (one file per chunk).
 
 Writes are atomic (temp file in the same folder, rename) and durable through `files`
 (write_journal.py); the compare-and-set runs under an exclusive ``flock`` on
@@ -11,6 +12,7 @@ worker thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -18,10 +20,24 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from genworker.conversation.codec import decode_session, encode_session
+from genworker.conversation.codec import decode_chunk, decode_session, encode_chunk, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionError
-from genworker.conversation.models import ConversationSession, SessionSummary, summary_of, utc_now
-from genworker.conversation.store import INLINE_SAVE_MESSAGES, DecodedSessions, check_owner, is_expired, newest_first
+from genworker.conversation.models import (
+    ArchiveChunk,
+    ChatMessage,
+    ConversationSession,
+    SessionSummary,
+    summary_of,
+    utc_now,
+)
+from genworker.conversation.store import (
+    INLINE_SAVE_MESSAGES,
+    DecodedSessions,
+    check_owner,
+    is_expired,
+    join_chunks,
+    newest_first,
+)
 from genworker.fsutil import striped_lock
 from genworker.ids import PlainFolders, safe_join, validate_id
 from genworker.write_journal import DIRECT, DurableFiles
@@ -58,6 +74,15 @@ class FileSessionStore:
 
     async def list(self, tenant_id: str, worker_id: str | None = None) -> tuple[SessionSummary, ...]:
         return await asyncio.to_thread(self._list, tenant_id, worker_id)
+
+    async def archive(self, chunk: ArchiveChunk, ttl_s: int | None = None) -> None:
+        """Expiry is the session's: `purge_expired` removes the archive with the session file."""
+        await asyncio.to_thread(self._archive, chunk)
+
+    async def archived(self, session: ConversationSession) -> tuple[ChatMessage, ...]:
+        if not session.archived:
+            return ()
+        return await asyncio.to_thread(self._archived, session)
 
     async def delete(self, tenant_id: str, session_id: str) -> bool:
         return await asyncio.to_thread(self._delete, tenant_id, session_id)
@@ -107,11 +132,33 @@ class FileSessionStore:
         with self._files.together():  # in a turn's block, its writes join the block's one wait
             return self._save(session, expected_version)
 
+    def _archive_dir(self, tenant_id: str, session_id: str) -> Path:
+        return safe_join(self._dir(tenant_id), "archive", validate_id(session_id, "session id"))
+
+    def _archive(self, chunk: ArchiveChunk) -> None:
+        folder = self._archive_dir(chunk.tenant_id, chunk.session_id)
+        path = self._folders.file(self._root, folder, f"{chunk.start:010d}.json")
+        with self._files.together():  # in a turn's block, its writes join the block's one wait
+            self._files.write_atomic(path, encode_chunk(chunk))
+
+    def _archived(self, session: ConversationSession) -> tuple[ChatMessage, ...]:
+        folder = self._archive_dir(session.tenant_id, session.session_id)
+        chunks = [decode_chunk(path.read_bytes(), str(path)) for path in _chunk_files(folder)]
+        return join_chunks(chunks, session.archived, str(folder))
+
     def _delete(self, tenant_id: str, session_id: str) -> bool:
         path = self.path_of(tenant_id, session_id)
         with _locked(path):
             self._decoded.forget(path)
+            self._remove_archive(tenant_id, session_id)
             return self._files.remove(path)
+
+    def _remove_archive(self, tenant_id: str, session_id: str) -> None:
+        folder = self._archive_dir(tenant_id, session_id)
+        for path in _chunk_files(folder):
+            self._files.remove(path)
+        with contextlib.suppress(OSError):  # absent, or a stray file left in it
+            folder.rmdir()
 
     def _list(self, tenant_id: str, worker_id: str | None) -> tuple[SessionSummary, ...]:
         folder = self._dir(tenant_id)
@@ -140,6 +187,7 @@ class FileSessionStore:
                     continue  # left for a human to look at
                 if session is not None and is_expired(session, self._clock()):
                     self._decoded.forget(path)
+                    self._remove_archive(tenant_id, session.session_id)
                     removed += self._files.remove(path)
         return removed
 
@@ -156,6 +204,15 @@ def _session_files(folder: Path, prefix: str) -> list[Path]:
         if p.name.endswith(".json") and p.name.startswith(prefix) and not p.name.startswith(".")
         if p.is_file() and not p.is_symlink()
     ]
+
+
+def _chunk_files(folder: Path) -> list[Path]:
+    """An archive's chunk files, by start (their names sort by it); none when there is no archive."""
+    try:
+        paths = sorted(folder.iterdir())
+    except FileNotFoundError:
+        return []
+    return [p for p in paths if p.suffix == ".json" and p.name[0].isdigit() and p.is_file() and not p.is_symlink()]
 
 
 def _locked(path: Path) -> AbstractContextManager[None]:

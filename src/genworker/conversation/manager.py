@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 from uuid import uuid4
 
-from genworker.conversation.aggregate import SessionAggregate
+from genworker.conversation.aggregate import MAX_LIVE_MESSAGES, SessionAggregate
 from genworker.conversation.errors import ConcurrentUpdateError
 from genworker.conversation.models import (
     MAIN_THREAD_ID,
@@ -37,9 +37,12 @@ class SessionManager:
         clock: Callable[[], datetime] = utc_now,
         new_thread_id: Callable[[], str] = _new_thread_id,
         max_attempts: int = 32,
+        max_live_messages: int = MAX_LIVE_MESSAGES,
     ) -> None:
         self.store = store
-        self.aggregate = SessionAggregate(store, clock=clock, max_attempts=max_attempts)
+        self.aggregate = SessionAggregate(
+            store, clock=clock, max_attempts=max_attempts, max_live_messages=max_live_messages
+        )
         self._clock = clock
         self._new_thread_id = new_thread_id
 
@@ -75,6 +78,10 @@ class SessionManager:
 
     async def delete(self, tenant_id: str, session_id: str) -> bool:
         return await self.store.delete(tenant_id, session_id)
+
+    async def all_messages(self, session: ConversationSession) -> tuple[ChatMessage, ...]:
+        """The whole thread: its archived messages, then the session's own."""
+        return (*await self.store.archived(session), *session.messages)
 
     async def append(self, session: ConversationSession, *messages: ChatMessage) -> ConversationSession:
         return await self.aggregate.append(session, *messages)

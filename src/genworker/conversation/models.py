@@ -21,6 +21,7 @@ from genworker.workspace.models.base import JsonMap, freeze
 __all__ = [
     "MAIN_THREAD_ID",
     "SCHEMA_VERSION",
+    "ArchiveChunk",
     "AssistantMessage",
     "ChatMessage",
     "ConversationSession",
@@ -191,7 +192,8 @@ class ConversationSession:
     """One thread or main session. Change it only through `SessionAggregate`.
 
     `version` counts successful saves (0: never stored) and is the compare-and-set token.
-    `ttl_s` is a sliding expiry, counted from the last save.
+    `ttl_s` is a sliding expiry, counted from the last save. `archived` counts the thread's oldest
+    messages moved to its archive (`SessionStore.archive`); `messages` holds the ones after them.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -206,6 +208,7 @@ class ConversationSession:
     ttl_s: PositiveInt | None = None
     metadata: JsonMap = field(default_factory=_empty_map)
     messages: tuple[ChatMessage, ...] = ()
+    archived: NonNegativeInt = 0
 
     def __post_init__(self) -> None:
         if self.schema_version != SCHEMA_VERSION:
@@ -220,6 +223,24 @@ class ConversationSession:
             raise ValueError(f"ttl_s must be positive, got {self.ttl_s}")
         if not isinstance(self.metadata, MappingProxyType):
             object.__setattr__(self, "metadata", freeze(self.metadata))
+        object.__setattr__(self, "messages", tuple(self.messages))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchiveChunk:
+    """Messages `start` to `start + len(messages)` of a thread, counted from its first message, moved
+    out of the session (`ConversationSession.archived`). Stored under its `start`, so writing it
+    again writes the same thing."""
+
+    schema_version: int = SCHEMA_VERSION
+    tenant_id: str
+    session_id: str
+    start: NonNegativeInt
+    messages: tuple[ChatMessage, ...]
+
+    def __post_init__(self) -> None:
+        if self.schema_version != SCHEMA_VERSION:
+            raise ValueError(f"schema_version must be {SCHEMA_VERSION}, got {self.schema_version!r}")
         object.__setattr__(self, "messages", tuple(self.messages))
 
 
@@ -248,7 +269,7 @@ def summary_of(session: ConversationSession) -> SessionSummary:
         thread_id=session.thread_id,
         created_at=session.created_at,
         updated_at=session.updated_at,
-        message_count=len(session.messages),
+        message_count=session.archived + len(session.messages),
         version=session.version,
         ttl_s=session.ttl_s,
     )

@@ -3,6 +3,7 @@
 Keys (tenant ids are validated ids, so they cannot contain ':')::
 
     {prefix}:{tenant_id}:session:{session_id}   hash: schema_version, version, session (JSON), summary fields
+    {prefix}:{tenant_id}:archive:{session_id}   hash: a long thread's oldest messages, one chunk per start
     {prefix}:{tenant_id}:sessions               sorted set of session ids, scored by updated_at
 
 A session with `ttl_s` gets PEXPIRE on every save (sliding expiry); index entries whose hash has
@@ -23,24 +24,37 @@ from typing import Any, Final, TypeVar, cast
 
 from redis.asyncio import Redis
 
-from genworker.conversation.codec import decode_session, encode_session
+from genworker.conversation.codec import decode_chunk, decode_session, encode_chunk, encode_session
 from genworker.conversation.errors import ConcurrentUpdateError, SessionCorruptError, SessionSchemaError
-from genworker.conversation.models import SCHEMA_VERSION, ConversationSession, SessionKind, SessionSummary
-from genworker.conversation.store import INLINE_SAVE_MESSAGES, DecodedSessions, check_owner, newest_first
+from genworker.conversation.models import (
+    SCHEMA_VERSION,
+    ArchiveChunk,
+    ChatMessage,
+    ConversationSession,
+    SessionKind,
+    SessionSummary,
+)
+from genworker.conversation.store import INLINE_SAVE_MESSAGES, DecodedSessions, check_owner, join_chunks, newest_first
 from genworker.ids import validate_id
 
 __all__ = ["RedisSessionStore"]
 
 log = logging.getLogger(__name__)
 
-# KEYS: session hash, tenant index. ARGV: expected version, ttl ms (0: none), score, session id, field/value pairs.
+# KEYS: session hash, tenant index, archive hash. ARGV: expected version, ttl ms (0: none), score,
+# session id, field/value pairs. The archive expires with the session.
 _SAVE: Final = """
 local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if current ~= tonumber(ARGV[1]) then return current end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 local ttl = tonumber(ARGV[2])
-if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[3], ttl)
+else
+  redis.call('PERSIST', KEYS[3])
+end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return -1
 """
@@ -120,7 +134,8 @@ class RedisSessionStore:
         args: list[Any] = [expected_version, ttl_ms, stored.updated_at.timestamp(), stored.session_id]
         for name, value in fields.items():
             args += [name, value]
-        result = int(await self._save_script(keys=[key, self._index(session.tenant_id)], args=args))
+        keys = [key, self._index(session.tenant_id), self._archive_key(session.tenant_id, session.session_id)]
+        result = int(await self._save_script(keys=keys, args=args))
         if result != -1:
             raise ConcurrentUpdateError(session.session_id, expected_version, result)
         self._decoded.put(key, encoded, stored)  # what decoding `encoded` gives (the codec round-trips)
@@ -150,12 +165,35 @@ class RedisSessionStore:
                 found.append(summary)
         return newest_first(found)
 
+    async def archive(self, chunk: ArchiveChunk, ttl_s: int | None = None) -> None:
+        key = self._archive_key(chunk.tenant_id, chunk.session_id)
+        data = await asyncio.to_thread(encode_chunk, chunk)  # hundreds of messages
+        async with self._client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, f"{chunk.start:010d}", data)
+            if ttl_s:
+                pipe.expire(key, ttl_s)
+            await pipe.execute()
+
+    async def archived(self, session: ConversationSession) -> tuple[ChatMessage, ...]:
+        if not session.archived:
+            return ()
+        key = self._archive_key(session.tenant_id, session.session_id)
+        stored: dict[bytes | str, bytes | str] = await self._client.hgetall(key)
+        source = f"redis key {key}"
+
+        def decode() -> tuple[ChatMessage, ...]:
+            chunks = [decode_chunk(raw, f"{source} field {_text(start)}") for start, raw in stored.items()]
+            return join_chunks(chunks, session.archived, source)
+
+        return await asyncio.to_thread(decode)
+
     async def delete(self, tenant_id: str, session_id: str) -> bool:
         key = self.key_of(tenant_id, session_id)
         async with self._client.pipeline(transaction=True) as pipe:
             pipe.delete(key)
             pipe.zrem(self._index(tenant_id), session_id)
-            deleted, _ = await pipe.execute()
+            pipe.delete(self._archive_key(tenant_id, session_id))
+            deleted, _, _ = await pipe.execute()
         self._decoded.forget(key)
         return bool(deleted)
 
@@ -164,6 +202,9 @@ class RedisSessionStore:
 
     def _index(self, tenant_id: str) -> str:
         return f"{self._tenant(tenant_id)}:sessions"
+
+    def _archive_key(self, tenant_id: str, session_id: str) -> str:
+        return f"{self._tenant(tenant_id)}:archive:{validate_id(session_id, 'session id')}"
 
 
 def _fields(session: ConversationSession, encoded: bytes) -> dict[str, str | int | bytes]:
@@ -176,7 +217,7 @@ def _fields(session: ConversationSession, encoded: bytes) -> dict[str, str | int
         "thread_id": session.thread_id,
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
-        "message_count": len(session.messages),
+        "message_count": session.archived + len(session.messages),
         "ttl_s": session.ttl_s or 0,
     }
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from typing import Final, Protocol
 
 from genworker.conversation.errors import SessionCorruptError
-from genworker.conversation.models import ConversationSession, SessionSummary
+from genworker.conversation.models import ArchiveChunk, ChatMessage, ConversationSession, SessionSummary
 
 __all__ = [
     "DECODED_CACHE_BYTES",
@@ -18,6 +18,7 @@ __all__ = [
     "SessionStore",
     "check_owner",
     "is_expired",
+    "join_chunks",
     "newest_first",
 ]
 
@@ -42,7 +43,18 @@ class SessionStore(Protocol):
 
     async def list(self, tenant_id: str, worker_id: str | None = None) -> tuple[SessionSummary, ...]: ...
 
-    async def delete(self, tenant_id: str, session_id: str) -> bool: ...
+    async def delete(self, tenant_id: str, session_id: str) -> bool:
+        """Removes the session and its archive."""
+        ...
+
+    async def archive(self, chunk: ArchiveChunk, ttl_s: int | None = None) -> None:
+        """Store `chunk` under its `start`, replacing one stored there (the same messages, written
+        again after a lost compare-and-set), expiring with the session."""
+        ...
+
+    async def archived(self, session: ConversationSession) -> tuple[ChatMessage, ...]:
+        """The thread's archived messages, oldest first: `session.archived` of them."""
+        ...
 
 
 def is_expired(session: ConversationSession, now: datetime) -> bool:
@@ -59,6 +71,21 @@ def check_owner(session: ConversationSession, tenant_id: str, session_id: str, s
             f"expected {session_id!r} of tenant {tenant_id!r}",
         )
     return session
+
+
+def join_chunks(chunks: Iterable[ArchiveChunk], archived: int, source: str) -> tuple[ChatMessage, ...]:
+    """The first `archived` messages from a session's stored chunks. A chunk at or past `archived`
+    belongs to a save that did not happen and is left out; a gap is an error naming where."""
+    messages: list[ChatMessage] = []
+    for chunk in sorted(chunks, key=lambda c: c.start):
+        if chunk.start >= archived:
+            break
+        if chunk.start != len(messages):
+            raise SessionCorruptError(source, f"archived messages {len(messages)} to {chunk.start - 1} are missing")
+        messages.extend(chunk.messages)
+    if len(messages) < archived:
+        raise SessionCorruptError(source, f"archived messages {len(messages)} to {archived - 1} are missing")
+    return tuple(messages[:archived])
 
 
 def newest_first(summaries: Iterable[SessionSummary]) -> tuple[SessionSummary, ...]:
