@@ -313,6 +313,40 @@ def test_a_tenant_key_reaches_nothing_of_another_tenant(
                 assert httpx.request(method, server.url + path, json=body, timeout=30).status_code == 401
 
 
+def test_a_long_thread_archives_its_oldest_messages_and_its_prompt_holds_the_newest(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    from genworker.conversation import AssistantMessage, FileSessionStore, UserMessage
+
+    async def long_thread() -> None:  # 1,000 messages already: the next turn's two go past the limit
+        manager = SessionManager(FileSessionStore(workspace))
+        session = await manager.get_or_create_thread("acme", "alice", "long")
+        for turn in range(0, 500, 50):
+            pairs = ((UserMessage(f"q{i}"), AssistantMessage(f"a{i}")) for i in range(turn, turn + 50))
+            session = await manager.append(session, *(m for pair in pairs for m in pair))
+
+    asyncio.run(long_thread())
+    model_server.expect(Reply("noted"), Reply("still here"))
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        for message in ("and now?", "and then?"):  # the first turn's save archives 500 messages
+            events = chat(server, api_key, {"worker_id": "alice", "thread_id": "long", "message": message})
+            assert events[-1]["type"] == "RUN_FINISHED"
+    first, second = ([str(m.get("content")) for m in r["messages"]] for r in model_server.requests)
+    assert "q0" in first and "q0" not in second and "q250" in second and "noted" in second
+    assert any("and then?" in text for text in second)
+
+    async def stored() -> tuple[int, list[str]]:
+        manager = SessionManager(FileSessionStore(workspace))
+        session = await manager.get("acme", "alice.long")
+        assert session is not None
+        return session.archived, [m.content for m in await manager.all_messages(session)]
+
+    archived, everything = asyncio.run(stored())
+    assert archived == 500 and len(everything) == 1_004
+    assert everything[:2] == ["q0", "a0"] and everything[-4:] == ["and now?", "noted", "and then?", "still here"]
+
+
 def test_ops_reload_reloads_the_tenant_without_a_body_and_keeps_the_last_good_worker(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
