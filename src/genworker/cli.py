@@ -92,15 +92,29 @@ def _check(args: argparse.Namespace) -> int:
         return 1 if errors else 0
     _print_grouped(issues)
     warnings = len(issues) - len(errors)
-    counts = (
-        f"{summary.tenants} tenants, {summary.workers} workers, {summary.duties} duties, "
-        f"{summary.goals} goals, {summary.skills} skills"
+    counts = ", ".join(
+        _count(n, what)
+        for n, what in (
+            (summary.tenants, "tenant"),
+            (summary.workers, "worker"),
+            (summary.duties, "duty"),
+            (summary.goals, "goal"),
+            (summary.skills, "skill"),
+        )
     )
     if errors:
-        print(f"FAILED: {len(errors)} errors, {warnings} warnings ({counts}; {summary.failed_workers} workers failed)")
+        failed = f"{_count(summary.failed_workers, 'worker')} failed"
+        print(f"FAILED: {_count(len(errors), 'error')}, {_count(warnings, 'warning')} ({counts}; {failed})")
         return 1
-    print(f"OK: {counts}" + (f" ({warnings} warnings)" if warnings else ""))
+    print(f"OK: {counts}" + (f" ({_count(warnings, 'warning')})" if warnings else ""))
     return 0
+
+
+def _count(n: int, what: str) -> str:
+    """`1 duty`, `2 duties`, `0 warnings`."""
+    if n == 1:
+        return f"1 {what}"
+    return f"{n} {what[:-1]}ies" if what.endswith("y") else f"{n} {what}s"
 
 
 def _print_grouped(issues: list[Issue]) -> None:

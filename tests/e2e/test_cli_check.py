@@ -21,7 +21,7 @@ def test_clean_workspace_prints_one_summary_line(
 ) -> None:
     assert main(["check", "--workspace", str(small_workspace())]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("OK: 1 tenants, 2 workers, 0 duties, 0 goals")
+    assert len(out) == 1 and out[0].startswith("OK: 1 tenant, 2 workers, 0 duties, 0 goals")
 
 
 def test_problems_are_grouped_by_file_and_fail(
@@ -39,7 +39,10 @@ def test_problems_are_grouped_by_file_and_fail(
     out = capsys.readouterr().out
     assert "tenants/acme/workers/alice/duties/a.md\n  error: line 5: triggers[0].cron:" in out
     assert "tenants/acme/workers/alice/duties/b.md\n  warning: line 4: colour: unknown field" in out
-    assert out.strip().splitlines()[-1].startswith("FAILED: 1 errors, 1 warnings")
+    assert (
+        out.strip().splitlines()[-1]
+        == "FAILED: 1 error, 1 warning (1 tenant, 1 worker, 0 duties, 0 goals, 2 skills; 1 worker failed)"
+    )
 
 
 def test_json_output(small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,5 +77,5 @@ def test_console_script_checks_the_demo_workspace(tmp_path: Path) -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("OK: 1 tenants, ")
+    assert result.stdout.startswith("OK: 1 tenant, ")
     assert "warning" not in result.stdout
