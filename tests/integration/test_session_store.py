@@ -807,3 +807,29 @@ async def test_a_redis_archive_expires_with_its_session(redis_url: str) -> None:
         keys = [k async for k in client.scan_iter(match=f"{prefix}:*")]
         await client.delete(*keys)
         await client.aclose()
+
+
+async def test_a_save_that_loses_after_archiving_leaves_the_winners_archive_intact(backend: Backend) -> None:
+    """Writer A archives a chunk, then another writer saves first (archiving the same chunk); A's
+    compare-and-set fails, A reapplies its append on the winner's session. Nothing lost or doubled."""
+    other = manager_of(backend, backend.reopen(), max_live_messages=500)
+
+    class RacedStore(CountingStore):
+        raced = False
+
+        async def save(self, session: ConversationSession, expected_version: int) -> ConversationSession:
+            if session.archived and not self.raced:  # A archived a chunk and is about to save
+                self.raced = True
+                latest = await other.get(session.tenant_id, session.session_id)
+                assert latest is not None
+                await other.append(latest, UserMessage("b-won"))
+            return await super().save(session, expected_version)
+
+    store = RacedStore(backend.store)
+    manager = manager_of(backend, store, max_live_messages=500)
+    session = await manager.get_or_create_thread("acme", "alice", "t1")
+    session = await manager.append(session, *(UserMessage(f"m{i}") for i in range(500)))
+    session = await manager.append(session, UserMessage("a-late"))  # past the limit: archives m0..m499
+    assert store.raced and store.conflicts == 1
+    assert session.archived == 500 and said(session.messages) == ["b-won", "a-late"]
+    assert said(await manager.all_messages(session)) == [*(f"m{i}" for i in range(500)), "b-won", "a-late"]
