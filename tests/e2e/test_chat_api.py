@@ -370,6 +370,36 @@ def test_ops_reload_reloads_the_tenant_without_a_body_and_keeps_the_last_good_wo
         assert names["bob"] == "Robert"  # the last good version keeps serving
 
 
+def test_ops_reload_moves_a_duty_schedule_without_the_file_watcher(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    """With hot reload off, the ops reload is how an edit takes effect: the duty scheduler follows
+    it (it reloaded the registry only, and the schedule kept firing from the old files)."""
+    duty = workspace / "tenants/acme/workers/alice/duties/sweep.md"
+    duty.parent.mkdir(parents=True, exist_ok=True)
+    text = "---\nduty_id: sweep\ntitle: Sweep\ntriggers: [{id: s, type: schedule, interval: 30m}]\n---\nSweep.\n"
+    duty.write_text(text, encoding="utf-8")
+    auth = {"Authorization": f"Bearer {key(workspace, 'acme')}"}
+    (tmp_path / "configs").mkdir()
+    app = create_app(load_settings(tmp_path / "configs", scripted_env(model_server), workspace=workspace))
+    with LiveServer(app) as server:
+
+        def interval() -> float:
+            [job] = [j for j in app.state.runtime.duties.jobs().values() if "sweep" in j.id]
+            return float(job.trigger.interval.total_seconds())
+
+        assert interval() == 1800.0
+        duty.write_text(text.replace("interval: 30m", "interval: 7m"), encoding="utf-8")
+        assert httpx.post(server.url + "/api/v1/worker/ops/reload", headers=auth, timeout=30).json()["ok"] is True
+        assert interval() == 420.0
+        # one tenant reload, bob's files rejected and alice's duty changed: alice's schedule follows
+        (workspace / "tenants/acme/workers/bob/PERSONA.md").write_text("---\nidentity: [x]\n---\n", encoding="utf-8")
+        duty.write_text(text.replace("interval: 30m", "interval: 9m"), encoding="utf-8")
+        outcome = httpx.post(server.url + "/api/v1/worker/ops/reload", headers=auth, timeout=30).json()
+        assert (outcome["ok"], outcome["kept_last_good"]) == (False, True)
+        assert interval() == 540.0
+
+
 def test_malformed_bodies_get_json_4xx(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
     api_key = key(workspace, "acme")
     auth = {"Authorization": f"Bearer {api_key}"}

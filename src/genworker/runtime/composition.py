@@ -235,18 +235,29 @@ class Runtime:
             workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
             await self.waiting.recover(workers, leases.alive, at_start=False)
 
+    async def reload(self, tenant_id: str, worker_id: str | None = None) -> ReloadOutcome:
+        """Reload a tenant, or one worker, from its files (the ops API): what runs from them follows,
+        as after the watcher's reloads."""
+        if worker_id is None:
+            outcome = await asyncio.to_thread(self.registry.reload_tenant, tenant_id)
+        else:
+            outcome = await asyncio.to_thread(self.registry.reload_worker, tenant_id, worker_id)
+        self._reloaded(outcome)
+        return outcome
+
     def _reloaded(self, outcome: ReloadOutcome) -> None:
-        """After a reload, reconnect MCP servers whose configuration changed."""
-        if outcome.ok:
-            if self.heartbeat is not None:
-                self.heartbeat.sync(self.registry.workers())
-            if self.duties is not None:
-                self.duties.sync(self.registry.workers())
-            if self.briefs is not None:
-                self.briefs.sync(self.registry.workers())
-            task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
-            self._tasks.append(task)
-            task.add_done_callback(self._forget)
+        """After a reload, schedules, the heartbeat and briefs follow the registry, and MCP servers
+        whose configuration changed reconnect. Also after a rejected one: a tenant reload that kept
+        one worker's last good version reloaded the others (and otherwise nothing changed)."""
+        if self.heartbeat is not None:
+            self.heartbeat.sync(self.registry.workers())
+        if self.duties is not None:
+            self.duties.sync(self.registry.workers())
+        if self.briefs is not None:
+            self.briefs.sync(self.registry.workers())
+        task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
+        self._tasks.append(task)
+        task.add_done_callback(self._forget)
 
     def _forget(self, task: asyncio.Task[None]) -> None:
         if task in self._tasks:

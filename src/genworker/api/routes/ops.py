@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
@@ -37,13 +36,12 @@ class ReloadRequest(BaseModel):
 
 @router.post("/reload", summary="Reload the tenant, or one worker, from the workspace files")
 async def reload(principal: Auth, runtime: RuntimeDep, body: ReloadRequest | None = None) -> dict[str, Any]:
-    """No body, or no `worker_id`: the whole tenant. A rejected reload keeps the last good version
-    serving and lists the errors (file, field, line)."""
+    """No body, or no `worker_id`: the whole tenant. Schedules, the heartbeat and MCP servers follow.
+    A rejected reload keeps the last good version serving and lists the errors (file, field, line)."""
     if body is None or body.worker_id is None:
-        outcome = await asyncio.to_thread(runtime.registry.reload_tenant, principal.tenant_id)
+        outcome = await runtime.reload(principal.tenant_id)
     else:
-        tenant_id, worker_id = principal_worker(principal, body.worker_id)
-        outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker_id)
+        outcome = await runtime.reload(*principal_worker(principal, body.worker_id))
     return {
         "target": outcome.target,
         "version": outcome.version,
