@@ -32,6 +32,7 @@ from genworker.tools.outcomes import ToolFailed, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.script_tools import scan_script_tools
 from genworker.workspace.models import Tenant
+from genworker.workspace.models.skill import named_tools
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["ToolRuntime", "WorkerLookup", "WorkerTools", "undo_events"]
@@ -64,6 +65,7 @@ class WorkerTools:
     mcp_configs: tuple[MCPServerConfig, ...] = ()
     mcp: object | None = None  # MCPManager, imported lazily (the SDK is heavy)
     effect_tables: dict[int, tuple[EffectTable, EffectTable]] = field(default_factory=dict)
+    missing: dict[str, tuple[str, ...]] = field(default_factory=dict)  # as last reported (ToolRuntime.start)
 
 
 class ToolRuntime:
@@ -159,6 +161,35 @@ class ToolRuntime:
                 await self.start_worker(tenant, worker)
             except Exception:  # one worker's MCP trouble never stops start-up
                 log.exception("MCP servers of %s/%s failed to start", worker.tenant_id, worker.worker_id)
+            self._report_missing(worker)
+
+    def missing_tools(self, worker: Worker) -> dict[str, tuple[str, ...]]:
+        """Skill name -> the tools it names that nothing gives this worker: not builtin, not a
+        script, not from its MCP servers as they are now."""
+        have = set(self.pipeline_for(worker).names())
+        found = {}
+        for skill in worker.skills.values():
+            missing = tuple(t for t in named_tools(skill.spec) if t not in have)
+            if missing:
+                found[skill.name] = missing
+        return found
+
+    def _report_missing(self, worker: Worker) -> None:
+        """A WARNING when what is missing changes (start-up, a reload, an MCP server coming up)."""
+        tools = self._tools(worker)
+        missing = self.missing_tools(worker)
+        if missing == tools.missing:
+            return
+        tools.missing = missing
+        if missing:
+            named = "; ".join(f"{skill}: {', '.join(names)}" for skill, names in sorted(missing.items()))
+            log.warning(
+                "%s/%s: skills name tools this worker does not have (%s): their runs cannot use them, and "
+                "a workflow step calling one fails, until a builtin, script or MCP tool of that name exists",
+                worker.tenant_id,
+                worker.worker_id,
+                named,
+            )
 
     async def _stop_mcp(self, tools: WorkerTools) -> None:
         if tools.mcp is not None:

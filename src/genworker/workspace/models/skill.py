@@ -178,6 +178,16 @@ def instruction_blocks(body: str) -> Mapping[str, str]:
     return blocks
 
 
+def named_tools(spec: SkillSpec) -> list[str]:
+    """The tools a skill names: its `tools` list, then its workflow steps' and graph nodes' tools."""
+    strategy = spec.settings.strategy
+    named = [*spec.settings.tools, *(s.tool for s in strategy.steps if s.tool)]
+    if strategy.graph is not None:
+        extras = (n.model_extra or {} for n in strategy.graph.nodes if n.kind == "tool")
+        named += [str(e["tool"]) for e in extras if "tool" in e]
+    return list(dict.fromkeys(named))
+
+
 def missing_blocks(spec: SkillSpec, blocks: Mapping[str, str]) -> list[str]:
     """Instruction keys that steps or graph nodes use but the body does not define."""
     strategy = spec.settings.strategy
