@@ -175,7 +175,8 @@ class ToolRuntime:
         return found
 
     def _report_missing(self, worker: Worker) -> None:
-        """A WARNING when what is missing changes (start-up, a reload, an MCP server coming up)."""
+        """A WARNING when what is missing changed since the last start-up or reload. An MCP server that
+        connects later is not looked at again until the next reload."""
         tools = self._tools(worker)
         missing = self.missing_tools(worker)
         if missing == tools.missing:
