@@ -195,23 +195,38 @@ def test_model_list_litellm_rejects_is_not_ready_and_named(
 
 
 def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
-    tmp_path: Path, small_workspace: Callable[..., Path]
+    tmp_path: Path, small_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`genworker run` builds its app with freeze_gc: a full collection later skips what start-up made."""
+    """`genworker run` turns the collector off while it imports and starts, and builds its app with
+    freeze_gc: once started, a full collection skips what start-up made, and the collector is on."""
     import gc
+
+    import uvicorn
+
+    from genworker import cli
 
     configs = tmp_path / "configs"
     configs.mkdir()
-    settings = load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=small_workspace())
+    workspace = small_workspace()
+    settings = load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=workspace)
+    served: list[tuple[bool, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append((gc.isenabled(), app)))
+    monkeypatch.setenv("GENWORKER_CONFIG_DIR", str(configs))
+    monkeypatch.setenv("GENWORKER_HOT_RELOAD", "false")
     gc.unfreeze()
     try:
+        assert cli.main(["run", "--workspace", str(workspace)]) == 0
+        [(collector_on, app)] = served
+        assert collector_on is False  # off from before the model stack is imported
         with TestClient(create_app(settings)):
             assert gc.get_freeze_count() == 0  # tests and embedders build it without
-        with TestClient(create_app(settings, freeze_gc=True)) as client:
+        with TestClient(app) as client:  # the app `genworker run` built
             assert gc.get_freeze_count() > 0
+            assert gc.isenabled()
             assert client.get("/health").status_code == 200
     finally:
         gc.unfreeze()
+        gc.enable()
 
 
 def test_start_up_loads_the_tokenizer_in_a_worker_thread_before_serving(
