@@ -211,6 +211,7 @@ def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
     settings = load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=workspace)
     served: list[tuple[bool, object]] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append((gc.isenabled(), app)))
+    monkeypatch.setattr(cli, "configure_logging", lambda *_: None)  # keep pytest's log handlers
     monkeypatch.setenv("GENWORKER_CONFIG_DIR", str(configs))
     monkeypatch.setenv("GENWORKER_HOT_RELOAD", "false")
     gc.unfreeze()

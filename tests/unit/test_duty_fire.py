@@ -404,7 +404,8 @@ async def test_apscheduler_fires_an_interval_job(load: Callable[[Mapping[str, st
 def test_numeric_cron_weekdays_follow_standard_cron() -> None:
     import datetime as dt
 
-    from genworker.autonomy.duties.slots import aps_trigger, cron_day_of_week
+    from genworker.autonomy.duties.slots import aps_trigger
+    from genworker.workspace.models.cron import cron_day_of_week
     from genworker.workspace.models.duty import ScheduleTrigger
 
     assert cron_day_of_week("1-5") == "mon,tue,wed,thu,fri"

@@ -150,7 +150,14 @@ def test_trigger_field_path_and_line(tmp_path: Path) -> None:
     (issue,) = validation_errors(tmp_path, DutySpec, DUTY_BAD_CRON)
     assert issue.field == "triggers[1].cron"
     assert issue.line == 10
-    assert "must have 5 fields" in issue.message
+    assert "needs 5 fields" in issue.message
+
+
+def test_a_cron_value_out_of_range_is_reported_at_its_line(tmp_path: Path) -> None:
+    body = DUTY_BAD_CRON.replace("cron: every night", 'cron: "30 25 * * 1-5"')
+    (issue,) = validation_errors(tmp_path, DutySpec, body)
+    assert (issue.field, issue.line) == ("triggers[1].cron", 10)
+    assert "the last value (25) is higher than the maximum value (23)" in issue.message
 
 
 def test_trigger_model_error_points_at_the_trigger_not_the_union_tag(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Final, assert_never
 
 from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from genworker.workspace.models.cron import cron_trigger
 from genworker.workspace.models.duty import DutySpec, ScheduleTrigger
 
 __all__ = ["EPOCH", "aps_trigger", "due_slots", "duty_version", "fire_key", "select_slots"]
@@ -42,52 +42,7 @@ def aps_trigger(trigger: ScheduleTrigger) -> BaseTrigger:
     if trigger.interval is not None:
         return IntervalTrigger(seconds=trigger.interval, start_date=EPOCH, timezone=UTC)
     assert trigger.cron is not None
-    fields = trigger.cron.split()
-    second, (minute, hour, day, month, day_of_week) = ("0", fields) if len(fields) == 5 else (fields[0], fields[1:])
-    return CronTrigger(
-        second=second,
-        minute=minute,
-        hour=hour,
-        day=day,
-        month=month,
-        day_of_week=cron_day_of_week(day_of_week),
-        timezone=trigger.timezone,
-    )
-
-
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-
-
-def cron_day_of_week(field: str) -> str:
-    """Standard cron weekdays (0 or 7 = Sunday, 1 = Monday) as APScheduler day names.
-
-    APScheduler numbers Monday 0, so a numeric crontab weekday handed to it as-is fires a day
-    late. Names and explicit lists avoid the ambiguity; `#` and `L` forms pass through as written.
-    """
-    if field in ("*", "?") or "#" in field or "L" in field:
-        return "*" if field == "?" else field
-    days: list[str] = []
-    for part in field.split(","):
-        span, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if span in ("*", "?"):
-            low, high = 0, 6
-        elif "-" in span:
-            first, last = span.split("-", 1)
-            low, high = _day(first), _day(last)
-        else:
-            low = _day(span)
-            high = 6 if step_text else low
-        values = list(range(low, high + 1)) if low <= high else [*range(low, 7), *range(0, high + 1)]
-        days.extend(_DAYS[v] for v in values[::step])
-    return ",".join(dict.fromkeys(days))
-
-
-def _day(token: str) -> int:
-    token = token.strip().lower()
-    if token.isdigit():
-        return int(token) % 7
-    return _DAYS.index(token[:3])
+    return cron_trigger(trigger.cron, trigger.timezone)
 
 
 def due_slots(trigger: BaseTrigger, after: datetime, until: datetime, *, keep: int | None = None) -> list[datetime]:

@@ -24,6 +24,7 @@ from genworker.workspace.models.base import (
     thaw,
     unique_ids,
 )
+from genworker.workspace.models.cron import cron_trigger
 
 __all__ = [
     "DEFAULTABLE_FIELDS",
@@ -52,7 +53,6 @@ class DutyStatus(StrEnum):
 ExecutionDepth = Literal["propose", "draft", "execute"]
 MisfirePolicy = Literal["skip", "run_once", "catch_up_bounded"]
 
-_CRON_FIELD = re.compile(r"^[0-9A-Za-z*?/,#L-]+$")
 # A condition rule compares the metric's value with a constant: `> 10`, `value <= 0.5`, `== true`, `false`.
 _RULE = re.compile(r"^\s*(?:value\s*)?(>=|<=|==|!=|>|<)?\s*(\S+)\s*$")
 
@@ -106,11 +106,10 @@ class ScheduleTrigger(_Trigger):
     def _cron_shape(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        fields = value.split()
-        if len(fields) not in (5, 6) or not all(_CRON_FIELD.match(f) for f in fields):
-            raise ValueError(
-                f"cron {value!r} must have 5 fields (minute hour day month weekday), optionally 6 with seconds first"
-            )
+        try:
+            cron_trigger(value, "UTC")  # what the duty scheduler will run, checked now
+        except ValueError as exc:
+            raise ValueError(f"cron {value!r}: {exc}") from None
         return value
 
     @model_validator(mode="after")
