@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from genworker import cli_chat, cli_keys, cli_local, cli_output, cli_remote
+from genworker.autonomy.sensing.filters import filter_issues
 from genworker.cli_http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
@@ -82,7 +83,7 @@ def _check(args: argparse.Namespace) -> int:
         return 1
     registry = WorkspaceRegistry(settings.workspace)
     summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
-    issues = registry.issues()
+    issues = registry.issues() + [i for w in registry.workers() for i in filter_issues(registry.root, w)]
     errors = [i for i in issues if i.severity == "error"]
     if args.json:
         print(

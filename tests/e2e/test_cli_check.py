@@ -45,6 +45,31 @@ def test_problems_are_grouped_by_file_and_fail(
     )
 
 
+def test_a_sensor_whose_filter_does_not_parse_is_a_warning_at_its_line(
+    small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The worker loads and its other sensors run, but this one would start `degraded` and never poll:
+    check says so, at the filter's line, rather than leaving it to /api/v1/debug/runtime."""
+    persona = (
+        "---\nidentity: {name: Alice, worker_id: alice}\n"
+        "sensor_configs:\n"
+        "  - {source_type: webhook, sensor_id: hook}\n"
+        "  - source_type: git\n"
+        "    sensor_id: app-repo\n"
+        "    filter:\n"
+        "      branch: main\n"
+        "---\nYou are Alice.\n"
+    )
+    root = small_workspace(extra={"tenants/acme/workers/alice/PERSONA.md": persona})
+    assert main(["check", "--workspace", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "tenants/acme/workers/alice/PERSONA.md\n  warning: line 8: sensor_configs[1].filter: "
+        "sensor 'app-repo' (git): filter.repo: Field required (this sensor will not run)"
+    ) in out
+    assert out.strip().splitlines()[-1].endswith("(1 warning)")
+
+
 def test_json_output(small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
     root = small_workspace(extra={"tenants/acme/TENANT.json": '{"tenant_id": "other"}'})
     assert main(["check", "--workspace", str(root), "--json"]) == 1

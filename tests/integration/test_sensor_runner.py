@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import subprocess
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -138,11 +140,49 @@ async def test_stop_cancels_a_hung_poll_after_the_grace_period(root: Path) -> No
         Hanging.release.set()
 
 
-async def test_a_bad_filter_degrades_at_start_with_the_field_named(root: Path) -> None:
+async def test_a_bad_filter_degrades_at_start_with_the_field_named(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     worker = write_worker(root, [{**FILES, "filter": {"path": "drop", "includes": "*.md"}}])
-    run = SensorRunner(worker, MemoryInboxWriter(), workspace=root)
+    with caplog.at_level(logging.INFO, logger="genworker.sensing"):
+        run = SensorRunner(worker, MemoryInboxWriter(), workspace=root)
     assert run.status("drop").state == "degraded" and "filter.includes" in run.status("drop").reason
     assert run.sensors == {}
+    # the operator hears of it once, at start-up, as a warning (it used to be said nowhere but the status)
+    [record] = caplog.records
+    assert record.levelno == logging.WARNING and "acme/w: drop will not run" in record.getMessage()
+    assert "filter.includes" in record.getMessage()
+
+
+async def test_a_failing_poll_is_said_once_until_it_changes_or_recovers(
+    root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A sensor whose source is down fails every poll_interval: a warning when it starts failing, DEBUG
+    while the same failure repeats, a new warning when the failure changes, INFO when it polls again."""
+    repo = root / "tenants/acme/workers/w/not_a_repo"
+    worker = write_worker(root, [BROKEN_GIT])
+    run = SensorRunner(worker, MemoryInboxWriter(), workspace=root)
+    caplog.set_level(logging.DEBUG, logger="genworker.sensing")
+    for _ in range(3):
+        await run.poll_all()
+    repo.rmdir()
+    await run.poll_all()
+    await run.poll_all()
+    await asyncio.to_thread(subprocess.run, ["git", "init", "-q", str(repo)], check=True)
+    await run.poll_all()
+    said = [(r.levelname, r.getMessage().removeprefix("[Sensor] acme/w: repo ")) for r in caplog.records]
+    expected = [
+        ("WARNING", "poll failed: git rev-parse failed"),
+        ("DEBUG", "poll failed again: git rev-parse failed"),
+        ("DEBUG", "poll failed again: git rev-parse failed"),
+        ("WARNING", "poll failed: repository 'not_a_repo' does not exist"),
+        ("DEBUG", "poll failed again: repository 'not_a_repo' does not exist"),
+        ("INFO", "polls again (5 failed before)"),
+    ]
+    assert len(said) == len(expected), said
+    pairs = zip(said, expected, strict=True)
+    assert all(level == want and text.startswith(start) for (level, text), (want, start) in pairs), said
+    assert run.status("repo").state == "ready"
 
 
 async def test_registry_follows_reloads(root: Path) -> None:

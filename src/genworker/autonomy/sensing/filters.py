@@ -17,13 +17,17 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from genworker.autonomy.sensing.errors import SensorConfigError
+from genworker.workspace.documents import Document, read_markdown
+from genworker.workspace.errors import Issue
 from genworker.workspace.models.base import StrTuple, relative_path, thaw
 from genworker.workspace.models.persona import SensorConfig
+from genworker.workspace.snapshot import Worker
 
 __all__ = [
     "EmailFilter",
@@ -32,6 +36,7 @@ __all__ = [
     "SensorFilter",
     "WebhookFilter",
     "WorkspaceFileFilter",
+    "filter_issues",
     "glob_matches",
     "parse_filter",
 ]
@@ -166,6 +171,25 @@ def parse_filter(config: SensorConfig) -> SensorFilter:
         ) from None
     assert isinstance(parsed, WorkspaceFileFilter | GitFilter | EmailFilter | WebhookFilter)
     return parsed
+
+
+def filter_issues(workspace: Path, worker: Worker) -> list[Issue]:
+    """A warning per sensor of `worker` whose filter does not parse: the runtime would start it
+    `degraded` and never poll it. For `genworker check`; a filter's meaning (does the repo exist,
+    are there credentials) is the runtime's to report."""
+    issues: list[Issue] = []
+    rel = worker.files["persona"]
+    doc: Document | None = None
+    for index, config in enumerate(worker.persona.sensor_configs):
+        try:
+            parse_filter(config)
+        except SensorConfigError as exc:
+            if doc is None:
+                doc = read_markdown(workspace / rel, rel)
+            key = "sensor_configs" if "sensor_configs" in doc.data else "monitor_configs"
+            line = doc.line_of([key, index, "filter"]) or doc.line_of([key, index])
+            issues.append(Issue("warning", rel, f"{exc} (this sensor will not run)", f"{key}[{index}].filter", line))
+    return issues
 
 
 def _contains_any(value: Any, needles: tuple[str, ...]) -> bool:

@@ -95,7 +95,9 @@ class SensorRunner:
         try:
             sensor = self._build(config)
         except Exception as exc:  # a broken config degrades this sensor only
-            if not isinstance(exc, SensorError):
+            if isinstance(exc, SensorError):  # said once per build: at start-up and when its config changes
+                log.warning("[Sensor] %s/%s: %s will not run: %s", *self.worker.key, config.key, exc)
+            else:
                 log.exception("[Sensor] %s/%s: cannot build %s", *self.worker.key, config.key)
             self._status[config.key] = dataclasses.replace(base, state="degraded", reason=_reason(exc))
             return
@@ -186,11 +188,16 @@ class SensorRunner:
         try:
             items = await sensor.poll()
         except Exception as exc:
-            if isinstance(exc, SensorError):
+            status = self._status[key]
+            # Said when the failure starts or changes; the same failure poll after poll only at DEBUG
+            # (a mailbox that is down would otherwise log every poll_interval all day).
+            again = status.state == "degraded" and status.reason == _reason(exc)
+            if again:
+                log.debug("[Sensor] %s/%s: %s poll failed again: %s", *self.worker.key, key, exc)
+            elif isinstance(exc, SensorError):
                 log.warning("[Sensor] %s/%s: %s poll failed: %s", *self.worker.key, key, exc)
             else:
                 log.exception("[Sensor] %s/%s: %s poll failed", *self.worker.key, key)
-            status = self._status[key]
             self._set(
                 key,
                 state="degraded",
@@ -203,6 +210,9 @@ class SensorRunner:
                 raise
             return None
         status = self._status[key]
+        if status.consecutive_failures:
+            failed = status.consecutive_failures
+            log.info("[Sensor] %s/%s: %s polls again (%d failed before)", *self.worker.key, key, failed)
         self._set(
             key,
             state="ready",
