@@ -13,7 +13,6 @@ from dataclasses import asdict
 from pathlib import Path
 
 from genworker import cli_chat, cli_keys, cli_local, cli_output, cli_remote
-from genworker.autonomy.sensing.filters import filter_issues
 from genworker.cli_http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
@@ -81,6 +80,8 @@ def _check(args: argparse.Namespace) -> int:
     if not settings.workspace.is_dir():
         print(f"genworker: workspace folder {settings.workspace} does not exist", file=sys.stderr)
         return 1
+    from genworker.autonomy.sensing.filters import filter_issues  # the sensors stack: only check needs it
+
     registry = WorkspaceRegistry(settings.workspace)
     summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
     issues = registry.issues() + [i for w in registry.workers() for i in filter_issues(registry.root, w)]
