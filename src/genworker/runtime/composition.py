@@ -745,4 +745,3 @@ def _hot_reload(runtime: Runtime) -> ComponentRuntimeStatus:
         return ComponentRuntimeStatus("hot_reload", ComponentStatus.DISABLED, "GENWORKER_HOT_RELOAD=false")
     runtime.watcher = WorkspaceWatcher(runtime.registry, debounce_ms=runtime.settings.hot_reload_debounce_ms)
     return ComponentRuntimeStatus("hot_reload", ComponentStatus.READY, "", "watchfiles")
-
