@@ -1,14 +1,23 @@
 """Suite-wide fixtures: the demo workspace, tmp workspaces, and real services.
 
+Tests never read the live `workspace/` folder (a developer adds workers there and a running
+server writes runtime state into it): they get the demo as git tracks it, copied once per
+session (`demo_workspace_src`), and each test works on its own copy (`demo_workspace`).
+tests/structural/test_live_workspace.py keeps it that way.
+
 Tests that need Redis skip with a one-line reason on a laptop without it, and fail
 when GENWORKER_REQUIRE_REDIS=1 (CI).
 """
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import ipaddress
 import os
+import shutil
 import socket
+import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +25,6 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DEMO_WORKSPACE = ROOT / "workspace"
 REDIS_TEST_URL = os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15")
 
 
@@ -43,6 +51,87 @@ def _no_external_network() -> Iterator[None]:
         yield
     finally:
         socket.getaddrinfo = _real_getaddrinfo
+
+
+def _demo_files(root: Path) -> tuple[list[str], str]:
+    """The demo's files (paths relative to root, under workspace/) and where the list came from.
+
+    In a git checkout: the tracked files (`git ls-files`), as they are in the working tree, so an
+    edit to a demo file is tested while an added worker or runtime state is not. Otherwise (an
+    unpacked tarball): every file on disk except the runtime state .gitignore names.
+    """
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--", "workspace"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            check=True,
+        ).stdout.split("\0")
+    except (OSError, subprocess.CalledProcessError) as exc:
+        said = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) else str(exc)
+        reason = said.splitlines()[0] if said else "git ls-files failed"
+    else:
+        files = sorted(p for p in listed if p and (root / p).is_file())
+        if files:
+            return files, "git ls-files workspace/ (tracked files only)"
+        reason = "git tracks no files under workspace/"
+    gitignore = root / ".gitignore"
+    lines = gitignore.read_text(encoding="utf-8").splitlines() if gitignore.is_file() else []
+    ignored = [line.strip().rstrip("/") for line in lines if line.strip().startswith("workspace/")]
+    files = []
+    for path in sorted((root / "workspace").rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        prefixes = ["/".join(rel.split("/")[:n]) for n in range(1, rel.count("/") + 2)]
+        if path.is_file() and not any(
+            p.count("/") == pattern.count("/") and fnmatch.fnmatch(p, pattern) for p in prefixes for pattern in ignored
+        ):
+            files.append(rel)
+    return files, f"workspace/ on disk minus .gitignore'd runtime state ({reason}; files added there are included)"
+
+
+def _materialise_demo(root: Path, dest: Path) -> str:
+    """Copy root's demo files into dest (the workspace folder itself); return where the list came from."""
+    files, source = _demo_files(root)
+    dest.mkdir(parents=True)
+    for rel in files:
+        target = dest / Path(rel).relative_to("workspace")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, target)
+    return source
+
+
+@functools.cache
+def _demo_source() -> str:
+    return _demo_files(ROOT)[1]
+
+
+def pytest_report_header() -> str:
+    return f"demo workspace for tests: {_demo_source()}"
+
+
+@pytest.fixture(scope="session")
+def materialise_demo() -> Callable[[Path, Path], str]:
+    """The function behind demo_workspace_src, for tests of it on other checkouts."""
+    return _materialise_demo
+
+
+@pytest.fixture(scope="session")
+def demo_workspace_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo workspace as git tracks it, copied once per session. Read-only by convention:
+    copy it (or use `demo_workspace`) before loading a runtime on it."""
+    dest = tmp_path_factory.mktemp("demo-src") / "workspace"
+    _materialise_demo(ROOT, dest)
+    return dest
+
+
+@pytest.fixture
+def demo_workspace(demo_workspace_src: Path, tmp_path: Path) -> Path:
+    """This test's own copy of the demo workspace, at tmp_path/"workspace"."""
+    dest = tmp_path / "workspace"
+    shutil.copytree(demo_workspace_src, dest)
+    return dest
 
 
 @pytest.fixture

@@ -13,8 +13,6 @@ import pytest
 
 from genworker.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 def test_clean_workspace_prints_one_summary_line(
     small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
@@ -89,11 +87,11 @@ def test_missing_workspace_is_one_clear_line(tmp_path: Path, capsys: pytest.Capt
     assert capsys.readouterr().err.strip() == f"genworker: workspace folder {tmp_path / 'nope'} does not exist"
 
 
-def test_console_script_checks_the_demo_workspace(tmp_path: Path) -> None:
+def test_console_script_checks_the_demo_workspace(tmp_path: Path, demo_workspace: Path) -> None:
     script = Path(sys.executable).with_name("genworker")
     env = {**os.environ, "GENWORKER_CONFIG_DIR": str(tmp_path)}
     result = subprocess.run(
-        [str(script), "check", "--workspace", str(ROOT / "workspace")],
+        [str(script), "check", "--workspace", str(demo_workspace)],
         capture_output=True,
         text=True,
         encoding="utf-8",

@@ -13,8 +13,6 @@ from genworker.cli import main
 from genworker.memory import MemoryService
 from genworker.memory.models import Episode, Provenance, render_episode
 
-DEMO = Path(__file__).resolve().parents[2] / "workspace"
-
 
 def write_episodes(workspace: Path, tenant: str, worker: str, count: int) -> None:
     service = MemoryService(workspace)
@@ -77,13 +75,13 @@ def test_memory_reindex_errors_are_one_line(
 
 
 def test_check_with_progress_finds_the_same_as_without(
-    small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+    small_workspace: Callable[..., Path], demo_workspace: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     broken = small_workspace(
         {"acme": ["alice", "bob"], "globex": ["gina"], "initech": []},
         {"tenants/globex/workers/gina/PERSONA.md": "---\nidentity: {name: Gina}\nmode: nonsense\n---\nhi\n"},
     )
-    for workspace in (DEMO, broken):
+    for workspace in (demo_workspace, broken):
         results = []
         for flag in ("--no-progress", "--progress"):
             code = main(["check", "--json", flag, "--workspace", str(workspace)])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -24,12 +23,8 @@ def _free_port() -> int:
 
 
 @contextmanager
-def server(tmp_path: Path, **env: str) -> Iterator[tuple[str, list[str]]]:
+def server(tmp_path: Path, workspace: Path, **env: str) -> Iterator[tuple[str, list[str]]]:
     port = _free_port()
-    # a copy: the running server writes runtime state (sensor cursors, runs) into its workspace
-    workspace = tmp_path / "workspace"
-    if not workspace.exists():
-        shutil.copytree(ROOT / "workspace", workspace)
     environ = {**os.environ, "GENWORKER_CONFIG_DIR": str(tmp_path), "PYTHONUNBUFFERED": "1", **env}
     for key in ("GENWORKER_LLM_MODEL", "REDIS_URL", "ENVIRONMENT", "ENV"):
         if key not in env:
@@ -66,8 +61,8 @@ def _get(url: str) -> tuple[int, dict[str, object]]:
         return exc.code, json.loads(exc.read())
 
 
-def test_demo_server_starts_without_a_model_and_says_why_it_is_not_ready(tmp_path: Path) -> None:
-    with server(tmp_path) as (base, lines):
+def test_demo_server_starts_without_a_model_and_says_why_it_is_not_ready(tmp_path: Path, demo_workspace: Path) -> None:
+    with server(tmp_path, demo_workspace) as (base, lines):
         assert _get(f"{base}/health") == (200, {"status": "ok", "reasons": []})
         status, body = _get(f"{base}/readiness")
         assert status == 503
@@ -83,7 +78,8 @@ def test_demo_server_starts_without_a_model_and_says_why_it_is_not_ready(tmp_pat
     assert len(summary) == 1 and "ready=no (model_not_configured)" in summary[0]
 
 
-def test_demo_server_is_ready_with_a_model_from_the_environment(tmp_path: Path) -> None:
-    with server(tmp_path, GENWORKER_LLM_MODEL="openai/test", GENWORKER_LLM_API_KEY="unused") as (base, _):
+def test_demo_server_is_ready_with_a_model_from_the_environment(tmp_path: Path, demo_workspace: Path) -> None:
+    env = {"GENWORKER_LLM_MODEL": "openai/test", "GENWORKER_LLM_API_KEY": "unused"}
+    with server(tmp_path, demo_workspace, **env) as (base, _):
         status, body = _get(f"{base}/readiness")
         assert status == 200, body

@@ -14,8 +14,8 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def test_demo_analyst_context() -> None:
-    registry = WorkspaceRegistry(ROOT / "workspace", product_skills=ROOT / "skills")
+async def test_demo_analyst_context(demo_workspace: Path) -> None:
+    registry = WorkspaceRegistry(demo_workspace, product_skills=ROOT / "skills")
     registry.load_all()
     analyst = registry.worker("demo", "analyst")
     assert analyst is not None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
+import shutil
 from pathlib import Path
 
 import pytest
@@ -12,8 +12,6 @@ from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKSPACE = ROOT / "workspace"
-DEMO = WORKSPACE / "tenants" / "demo"
 
 DAY = 86400.0
 
@@ -40,8 +38,18 @@ TENANT_SKILLS = {"acme-handbook"}
 
 
 @pytest.fixture(scope="module")
-def registry() -> WorkspaceRegistry:
-    reg = WorkspaceRegistry(WORKSPACE, product_skills=ROOT / "skills")
+def workspace(demo_workspace_src: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(shutil.copytree(demo_workspace_src, tmp_path_factory.mktemp("demo") / "workspace"))
+
+
+@pytest.fixture(scope="module")
+def demo(workspace: Path) -> Path:
+    return workspace / "tenants" / "demo"
+
+
+@pytest.fixture(scope="module")
+def registry(workspace: Path) -> WorkspaceRegistry:
+    reg = WorkspaceRegistry(workspace, product_skills=ROOT / "skills")
     reg.load_all()
     return reg
 
@@ -94,10 +102,10 @@ def test_duty_skill_references_resolve(registry: WorkspaceRegistry, worker_id: s
         assert all(n in loaded.skills for n in named if n), duty.duty_id
 
 
-def test_defaults_file_is_not_a_duty(registry: WorkspaceRegistry) -> None:
+def test_defaults_file_is_not_a_duty(registry: WorkspaceRegistry, demo: Path) -> None:
     for worker_id in EXPECTED:
         loaded = worker(registry, worker_id)
-        assert (DEMO / "workers" / worker_id / "duties" / "_defaults.md").is_file()
+        assert (demo / "workers" / worker_id / "duties" / "_defaults.md").is_file()
         assert "_defaults" not in loaded.duties
         assert all(not path.endswith("_defaults.md") for path in loaded.files.values())
 
@@ -179,7 +187,7 @@ def test_all_strategy_modes_are_shown(registry: WorkspaceRegistry) -> None:
     assert {"tool", "llm", "autonomous"} <= hybrid_kinds
 
 
-def test_product_system_skills(registry: WorkspaceRegistry) -> None:
+def test_product_system_skills(registry: WorkspaceRegistry, workspace: Path) -> None:
     skills = registry.skills_for("demo")
     for name in SYSTEM_SKILLS:
         assert skills[name].level == SkillLevel.SYSTEM
@@ -189,23 +197,13 @@ def test_product_system_skills(registry: WorkspaceRegistry) -> None:
     assert skills["summarize"].spec.settings.strategy.mode == StrategyMode.DETERMINISTIC
     assert set(skills["summarize"].blocks) == {"key_points", "action_items"}
     assert skills["acme-handbook"].level == SkillLevel.TENANT
-    assert (WORKSPACE / "system" / "skills").is_dir()
+    assert (workspace / "system" / "skills").is_dir()
 
 
-def demo_files() -> list[str]:
-    """The demo's files as the repository holds them (`make run` adds runtime state beside them,
-    which .gitignore keeps out); outside a git checkout, what is on disk."""
-    try:
-        listed = subprocess.run(
-            ["git", "ls-files", "--", "."], cwd=DEMO, capture_output=True, text=True, check=True
-        ).stdout.splitlines()
-    except (OSError, subprocess.CalledProcessError):
-        listed = [p.relative_to(DEMO).as_posix() for p in DEMO.rglob("*") if p.is_file()]
-    return listed
-
-
-def test_no_secrets_or_runtime_state_in_the_demo() -> None:
-    files = demo_files()
+def test_no_secrets_or_runtime_state_in_the_demo(demo_workspace_src: Path) -> None:
+    """What the repository holds (`make run` adds runtime state beside it, which .gitignore keeps out)."""
+    demo = demo_workspace_src / "tenants" / "demo"
+    files = [p.relative_to(demo).as_posix() for p in demo.rglob("*") if p.is_file()]
     assert "workers/assistant/PERSONA.md" in files
     for path in files:
         parts = path.split("/")
@@ -213,7 +211,7 @@ def test_no_secrets_or_runtime_state_in_the_demo() -> None:
         assert parts[0] != "sessions", path
         if parts[0] == "workers":
             assert parts[2] not in ("runtime", "memory", "tasks", "runs", "sensor_snapshots", "archive"), path
-    example = DEMO / "workers" / "assistant" / "CHANNEL_CREDENTIALS.json.example"
+    example = demo / "workers" / "assistant" / "CHANNEL_CREDENTIALS.json.example"
     assert '"cli_xxx"' in example.read_text(encoding="utf-8")
 
 
