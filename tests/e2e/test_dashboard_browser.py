@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -67,10 +66,9 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Path:
+def workspace(demo_workspace: Path) -> Path:
     """The shipped demo workspace, plus one duty that needs a person's yes."""
-    root = tmp_path / "ws"
-    shutil.copytree(ROOT / "workspace", root, ignore=shutil.ignore_patterns("runtime", "tasks", "runs", "auth"))
+    root = demo_workspace
     (root / "tenants/demo/workers/assistant/duties/pay-invoice.md").write_text(GATED, encoding="utf-8")
     return root
 
