@@ -329,6 +329,8 @@ def test_probes_are_refused_and_nothing_is_processed(server: Server, caplog: pyt
     forged_feishu = {**feishu_headers, "X-Lark-Signature": "f" * 64}
     stale_ding = ding_headers(at_ms=int(time.time() * 1000) - 7_200_000)
     huge = b"{" + b" " * (1024 * 1024 + 1) + b"}"
+    dtd = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE x [<!ENTITY a "aaaa">]><xml><Encrypt>&a;</Encrypt></xml>'
+    utf16_dtd = dtd.encode("utf-16")  # no ASCII "<!DOCTYPE" for a byte check to find
     post = server.client.post
     probes: list[tuple[str, Callable[[], httpx.Response], int, str]] = [
         ("forged slack", lambda: server.post("slack", slack_body, forged_slack), 401, "signature_invalid"),
@@ -339,6 +341,7 @@ def test_probes_are_refused_and_nothing_is_processed(server: Server, caplog: pyt
         ("wrong corp id", lambda: post(wecom_url, params=wrong_corp_query, content=wecom_body), 403, "wrong_corp_id"),
         ("wecom unsigned", lambda: post(wecom_url, content=wecom_body), 401, "missing_parameter"),
         ("malformed xml", lambda: post(wecom_url, params=wrong_corp_query, content=b"<xml><E"), 400, "malformed_body"),
+        ("UTF-16 DTD", lambda: post(wecom_url, params=wrong_corp_query, content=utf16_dtd), 400, "malformed_body"),
         ("forged dingtalk", lambda: server.post("dingtalk", ding, ding_headers(secret="x")), 401, "signature_invalid"),
         ("stale dingtalk", lambda: server.post("dingtalk", ding, stale_ding), 401, "stale_timestamp"),
         ("malformed json", lambda: server.post("dingtalk", b'{"msgId": ', ding_headers()), 400, "malformed_body"),

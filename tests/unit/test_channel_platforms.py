@@ -396,10 +396,14 @@ def test_wecom_probes_are_refused() -> None:
     with pytest.raises(ChannelError) as err:
         wecom.parse(WECOM, request(b"<xml><Encrypt>", query=query))
     refused(err, 400, "xml")
-    bomb = b'<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><xml><Encrypt>&a;</Encrypt></xml>'
-    with pytest.raises(ChannelError) as err:
-        wecom.parse(WECOM, request(bomb, query=query))
-    refused(err, 400, "xml")
+    bomb = '<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa">]><xml><Encrypt>&a;</Encrypt></xml>'
+    utf16 = bomb.replace('"1.0"', '"1.0" encoding="UTF-16"').encode("utf-16")  # no ASCII "<!DOCTYPE" bytes
+    utf16_le = bomb.replace('"1.0"', '"1.0" encoding="UTF-16LE"').encode("utf-16-le")  # no BOM either
+    for refused_body in (bomb.encode(), utf16, utf16_le):
+        with pytest.raises(ChannelError) as err:
+            wecom.parse(WECOM, request(refused_body, query=query))
+        refused(err, 400, "xml")
+        assert "DOCTYPE" in err.value.message, err.value.message
 
 
 # -- DingTalk ------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ GET (URL verification): `msg_signature` = SHA-1 over the sorted token, timestamp
 `echostr`; the decrypted echostr is the answer. POST: the XML body's `<Encrypt>` is checked
 the same way, then decrypted in-process (AES-256-CBC, IV = key[:16], PKCS#7 to 32-byte
 blocks) and the receive id inside must be the app's corp id (403 otherwise). `msg_signature`
-is mandatory: there is no unsigned mode. XML with a DOCTYPE or entity declaration is refused.
+is mandatory: there is no unsigned mode. XML with a DTD (DOCTYPE, entities) is refused by the parser
+itself (`defusedxml`), whatever the document's encoding, before any signature work.
 
 A text / image / file message becomes a `ChannelMessage` keyed by `MsgId` (WeCom gives 5 s and
 retries three times with the same id); app-message chats are one-to-one with the sender.
@@ -13,8 +14,11 @@ retries three times with the same id); app-message chats are one-to-one with the
 from __future__ import annotations
 
 import hmac
-import xml.etree.ElementTree as ET
 from datetime import UTC
+from xml.etree.ElementTree import ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import fromstring
 
 from genworker.channels.base import Attachment, ChannelMessage, InboundAck, InboundRequest
 from genworker.channels.crypto import wecom_decrypt, wecom_key, wecom_signature
@@ -29,12 +33,13 @@ REPLAY_WINDOW_S = 24 * 3600  # signed requests older than this are refused; youn
 
 
 def parse_xml(body: bytes, what: str = "body") -> dict[str, str]:
-    """A flat `<xml><Name>value</Name>...</xml>` document as {name: text}."""
-    if b"<!DOCTYPE" in body.upper() or b"<!ENTITY" in body.upper():
-        raise malformed("xml", f"the {what} declares a DOCTYPE or entity: refused")
+    """A flat `<xml><Name>value</Name>...</xml>` document as {name: text}; a DTD is refused by the
+    parser, so no byte-level check can be dodged with another encoding (UTF-16, a BOM, ...)."""
     try:
-        root = ET.fromstring(body)  # DTDs refused above
-    except ET.ParseError as exc:
+        root = fromstring(body, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+    except DefusedXmlException:
+        raise malformed("xml", f"the {what} declares a DOCTYPE or entity: refused") from None
+    except ParseError as exc:
         raise malformed("xml", f"the {what} is not valid XML: {exc}") from None
     return {child.tag: (child.text or "") for child in root}
 
