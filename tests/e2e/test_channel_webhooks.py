@@ -256,6 +256,35 @@ def test_feishu_group_mention_answer_and_monitoring_fact(server: Server, model_s
     assert any("prod deploy failed" in json.dumps(item.payload, default=dict) for item in items)
 
 
+def test_feishu_bad_and_good_padding_answer_alike_without_a_valid_signature(server: Server) -> None:
+    """No padding oracle over HTTP: every answer before the signature is checked is the same bytes."""
+    body, headers = feishu_signed(feishu_group("om_pad", "hi", mention=False))
+    raw = base64.b64decode(json.loads(body)["encrypt"])
+
+    def encrypted(blob: bytes) -> bytes:
+        return json.dumps({"encrypt": base64.b64encode(blob).decode()}).encode()
+
+    probes = [
+        body,  # good padding and a real event
+        encrypted(raw[:-1] + bytes([raw[-1] ^ 1])),  # bad padding
+        encrypted(bytes([raw[0] ^ 1]) + raw[1:]),  # good padding, garbled JSON
+        json.dumps({"encrypt": "%%%"}).encode(),  # bad base64
+    ]
+    probes += [encrypted(raw[:-17] + bytes([raw[-17] ^ guess]) + raw[-16:]) for guess in range(1, 256, 17)]
+    forged = {**headers, "X-Lark-Signature": "0" * 64}
+    answers = {
+        (r.status_code, r.content)
+        for probe in probes
+        for sent in (forged, {})
+        for r in [server.post("feishu", probe, sent)]
+    }
+    assert len(answers) == 1, answers
+    [(status, content)] = answers
+    assert status == 401 and json.loads(content)["error"]["code"] == "signature_invalid"
+    assert server.post("feishu", body, headers).status_code == 200  # the signed original is still taken
+    assert server.handled.wait_for("om_pad") == {"om_pad": "ignored"}  # a group message without a mention
+
+
 def test_wecom_echostr_and_encrypted_message(server: Server, model_server: ScriptedModelServer) -> None:
     crypto = WeChatCrypto(WECOM_TOKEN, WECOM_AES, CORP_ID)
     now = str(int(time.time()))
@@ -337,7 +366,7 @@ def test_probes_are_refused_and_nothing_is_processed(server: Server, caplog: pyt
         ("stale slack", lambda: server.post("slack", *stale_slack), 401, "stale_timestamp"),
         ("no slack headers", lambda: server.post("slack", slack_body), 401, "missing_header"),
         ("forged feishu", lambda: server.post("feishu", feishu_body, forged_feishu), 401, "signature_invalid"),
-        ("feishu body without its headers", lambda: server.post("feishu", feishu_body, {}), 401, "missing_header"),
+        ("feishu body without its headers", lambda: server.post("feishu", feishu_body, {}), 401, "signature_invalid"),
         ("wrong corp id", lambda: post(wecom_url, params=wrong_corp_query, content=wecom_body), 403, "wrong_corp_id"),
         ("wecom unsigned", lambda: post(wecom_url, content=wecom_body), 401, "missing_parameter"),
         ("malformed xml", lambda: post(wecom_url, params=wrong_corp_query, content=b"<xml><E"), 400, "malformed_body"),

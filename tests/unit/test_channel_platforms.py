@@ -304,13 +304,42 @@ def test_feishu_probes_are_refused() -> None:
     wrong_key_body, wrong_key_headers = feishu_signed(feishu_event(), key="another-key")
     with pytest.raises(VerificationError) as exc:
         feishu.parse(FEISHU, request(wrong_key_body, wrong_key_headers))
-    assert exc.value.status in (400, 401) and exc.value.check == "decrypt"
+    refused(exc, 401, "signature")  # checked over the raw body: nothing was decrypted
     with pytest.raises(VerificationError) as exc:
         feishu.parse(FEISHU, request(json.dumps(feishu_event()).encode()))  # plain body while encryption is on
     refused(exc, 401, "encryption")
     with pytest.raises(ChannelError) as err:
         feishu.parse(FEISHU_PLAIN, request(b"[1, 2"))
     refused(err, 400, "json")
+
+
+def test_feishu_failures_before_the_signature_all_answer_alike() -> None:
+    """No decryption oracle: bad padding, good padding with garbage, bad base64, a valid event and a
+    forged handshake give the same status, code and message without a valid signature."""
+    body, headers = feishu_signed(feishu_event())
+    raw = base64.b64decode(json.loads(body)["encrypt"])
+
+    def encrypted(blob: bytes) -> bytes:
+        return json.dumps({"encrypt": base64.b64encode(blob).decode()}).encode()
+
+    bodies = [
+        body,  # a real event: good padding, good JSON
+        encrypted(raw[:-1] + bytes([raw[-1] ^ 1])),  # bad padding
+        encrypted(bytes([raw[0] ^ 1]) + raw[1:]),  # good padding, the first block garbled ("z" for "{")
+        encrypted(raw[:16] + raw[16:-16]),  # one block short
+        json.dumps({"encrypt": "%%%"}).encode(),  # bad base64
+        json.dumps(feishu_event()).encode(),  # not encrypted
+        b"[1, 2",  # not JSON
+        encrypted(base64.b64decode(feishu_encrypt(b'{"type": "url_verification", "token": "x", "challenge": "c"}'))),
+    ]
+    forged = {**headers, "X-Lark-Signature": "0" * 64}
+    answers = set()
+    for candidate in bodies:
+        for sent in (forged, {}, {k: v for k, v in headers.items() if k != "X-Lark-Request-Nonce"}):
+            with pytest.raises(VerificationError) as exc:
+                feishu.parse(FEISHU, request(candidate, sent))
+            answers.add((exc.value.status, exc.value.code, exc.value.message))
+    assert answers == {(401, "signature_invalid", feishu.UNAUTHENTICATED)}
 
 
 def test_feishu_plain_p2p_event_without_mentions() -> None:

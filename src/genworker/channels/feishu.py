@@ -1,11 +1,15 @@
 """Feishu / Lark inbound: event schema 2.0, optionally encrypted, token-checked every time.
 
-Order of checks: the body is JSON; when the app has an `encrypt_key`, the body must be
-`{"encrypt": ...}` = base64(IV ‖ AES-256-CBC(PKCS7)) under key SHA-256(encrypt_key) and,
-except for the URL-verification handshake (which Feishu sends unsigned), `X-Lark-Signature`
-must equal SHA-256(timestamp + nonce + encrypt_key + raw body). The decrypted (or plain)
-event must carry the app's verification token (`header.token`, or `token` for the
-handshake) — a worker without a `verification_token` is misconfigured (503), never open.
+Order of checks. When the app has an `encrypt_key`, `X-Lark-Signature` = SHA-256(timestamp +
+nonce + encrypt_key + raw body) is checked over the raw body before anything is parsed or
+decrypted; then the body must be `{"encrypt": ...}` = base64(IV ‖ AES-256-CBC(PKCS7)) under key
+SHA-256(encrypt_key). Feishu sends only its URL-verification handshake unsigned: an unsigned
+request is decrypted and answered only if it is that handshake with the app's verification
+token. Every failure before the request is authenticated (no or a wrong signature, bad base64,
+bad padding, bad JSON, not the handshake, a wrong token in it) gets one and the same answer, so
+the answers are no decryption oracle; the log names the failed check. After that (or without
+encryption) the event must carry the app's verification token (`header.token`, or `token` for
+the handshake) — a worker without a `verification_token` is misconfigured (503), never open.
 
 `im.message.receive_v1` becomes a `ChannelMessage` keyed by `message_id` (Feishu retries an
 unacknowledged event for hours with the same id). A group message mentions the bot when a
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,20 +28,23 @@ from genworker.channels.base import Attachment, ChannelMessage, ChatType, Inboun
 from genworker.channels.crypto import feishu_decrypt, feishu_signature
 from genworker.channels.errors import (
     ChannelConfigError,
+    ChannelError,
     VerificationError,
     check_window,
-    header,
     json_object,
     malformed,
 )
 from genworker.channels.registry import ChannelBinding
 from genworker.workspace.models.credentials import FeishuCredentials
 
-__all__ = ["PLATFORM", "REPLAY_WINDOW_S", "parse"]
+__all__ = ["PLATFORM", "REPLAY_WINDOW_S", "UNAUTHENTICATED", "parse"]
+
+log = logging.getLogger("genworker.channels")
 
 PLATFORM = "feishu"
 MESSAGE_EVENT = "im.message.receive_v1"
 REPLAY_WINDOW_S = 24 * 3600  # signed requests older than this are refused; younger ones meet the dedupe store
+UNAUTHENTICATED = "X-Lark-Signature is missing or does not match"
 
 
 def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
@@ -45,24 +53,20 @@ def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
         raise ChannelConfigError(f"{binding.adapter_id}: CHANNEL_CREDENTIALS.json has no feishu.verification_token")
     token = creds.verification_token.get_secret_value()
     encrypt_key = creds.encrypt_key.get_secret_value() if creds.encrypt_key is not None else ""
-    outer = json_object(req.body)
     if encrypt_key:
-        encrypted = outer.get("encrypt")
+        if not req.headers.get("x-lark-signature"):  # only Feishu's URL check comes unsigned
+            return _unsigned_handshake(req, encrypt_key, token)
+        _check_signature(req, encrypt_key)
+        encrypted = json_object(req.body).get("encrypt")
         if not isinstance(encrypted, str):
             raise VerificationError("encryption", "the app has an encrypt_key but the body is not encrypted")
         data = json_object(feishu_decrypt(encrypt_key, encrypted), "decrypted body")
-    elif "encrypt" in outer:
-        raise ChannelConfigError(f"{binding.adapter_id}: the body is encrypted but feishu.encrypt_key is not set")
     else:
-        data = outer
+        data = json_object(req.body)
+        if "encrypt" in data:
+            raise ChannelConfigError(f"{binding.adapter_id}: the body is encrypted but feishu.encrypt_key is not set")
     if data.get("type") == "url_verification":
-        _check_token(data.get("token"), token)
-        challenge = data.get("challenge")
-        if not isinstance(challenge, str):
-            raise malformed("challenge", "url_verification without a challenge string")
-        return InboundAck(body=json.dumps({"challenge": challenge}).encode("utf-8"))
-    if encrypt_key:
-        _check_signature(req, encrypt_key)
+        return _challenge(data, token)
     if data.get("schema") != "2.0" or not isinstance(data.get("header"), dict):
         _check_token(data.get("token"), token)  # a 1.0 event still proves itself before we refuse it
         raise malformed("schema", "only event schema 2.0 is supported")
@@ -76,6 +80,38 @@ def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
     return InboundAck(_message(binding, event, req.received_at))
 
 
+def _unauthenticated(check: str) -> VerificationError:
+    """The one answer to every request that has not proved itself; only the log tells them apart."""
+    return VerificationError(check, UNAUTHENTICATED)
+
+
+def _unsigned_handshake(req: InboundRequest, encrypt_key: str, token: str) -> InboundAck:
+    check = "missing_header"
+    try:
+        encrypted = json_object(req.body).get("encrypt")
+        if not isinstance(encrypted, str):
+            check = "encryption"
+            raise ValueError("not encrypted")
+        check = "decrypt"
+        data = json_object(feishu_decrypt(encrypt_key, encrypted), "decrypted body")
+        check = "missing_header"  # decrypted, but anything other than the handshake must be signed
+        if data.get("type") != "url_verification":
+            raise ValueError("not the URL check")
+        check = "verification_token"
+        return _challenge(data, token)
+    except (ChannelError, ValueError) as exc:
+        log.info("[Channels] feishu: unauthenticated request refused at check %s: %s", check, exc)
+        raise _unauthenticated(check) from None
+
+
+def _challenge(data: dict[str, Any], token: str) -> InboundAck:
+    _check_token(data.get("token"), token)
+    challenge = data.get("challenge")
+    if not isinstance(challenge, str):
+        raise malformed("challenge", "url_verification without a challenge string")
+    return InboundAck(body=json.dumps({"challenge": challenge}).encode("utf-8"))
+
+
 def _check_token(value: object, expected: str) -> None:
     if not isinstance(value, str) or not hmac.compare_digest(value.encode(), expected.encode()):
         raise VerificationError(
@@ -84,12 +120,14 @@ def _check_token(value: object, expected: str) -> None:
 
 
 def _check_signature(req: InboundRequest, encrypt_key: str) -> None:
-    timestamp = header(req.headers, "X-Lark-Request-Timestamp")
-    nonce = header(req.headers, "X-Lark-Request-Nonce")
-    signature = header(req.headers, "X-Lark-Signature")
+    timestamp = req.headers.get("x-lark-request-timestamp", "")
+    nonce = req.headers.get("x-lark-request-nonce", "")
+    signature = req.headers.get("x-lark-signature", "")
+    if not timestamp or not nonce:
+        raise _unauthenticated("missing_header")
     expected = feishu_signature(timestamp, nonce, encrypt_key, req.body)
     if not hmac.compare_digest(expected.encode(), signature.encode()):
-        raise VerificationError("signature", "X-Lark-Signature does not match")
+        raise _unauthenticated("signature")
     check_window(timestamp, req.received_at.timestamp(), REPLAY_WINDOW_S, "X-Lark-Request-Timestamp")
 
 
