@@ -2,8 +2,9 @@
 
 Tests never read the live `workspace/` folder (a developer adds workers there and a running
 server writes runtime state into it): they get the demo as git tracks it, copied once per
-session (`demo_workspace_src`), and each test works on its own copy (`demo_workspace`).
-tests/structural/test_live_workspace.py keeps it that way.
+session (`demo_workspace_src`), and each test works on its own copy (`demo_workspace`). An audit
+hook fails any test that opens, lists or changes anything under the live folder, and
+tests/structural/test_live_workspace.py finds paths to it in the source.
 
 Tests that need Redis skip with a one-line reason on a laptop without it, and fail
 when GENWORKER_REQUIRE_REDIS=1 (CI).
@@ -18,7 +19,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,80 @@ def _no_external_network() -> Iterator[None]:
         yield
     finally:
         socket.getaddrinfo = _real_getaddrinfo
+
+
+_PATH_EVENTS = frozenset(
+    {
+        "open", "os.listdir", "os.scandir", "os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.chmod",
+        "os.utime", "os.truncate", "os.symlink", "os.link", "shutil.copyfile", "shutil.copytree",
+        "shutil.rmtree", "shutil.move",
+    }
+)  # fmt: skip
+
+
+class LiveWorkspaceGuard:
+    """An audit hook recording every open, listing or change of a path under `root` while `on`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+        self.on = True
+        self.touched: list[str] = []
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if not self.on or event not in _PATH_EVENTS:
+            return
+        for arg in args[:2]:
+            if not isinstance(arg, str | bytes | os.PathLike):
+                continue
+            path = os.fsdecode(arg)
+            if not os.path.isabs(path):  # noqa: PTH117 - pathlib here would cost every open() a Path
+                try:
+                    path = os.path.join(os.getcwd(), path)  # noqa: PTH109, PTH118
+                except OSError:  # the working directory is gone
+                    continue
+            path = os.path.normpath(path)
+            if path == self.root or path.startswith(self.root + os.sep):
+                self.touched.append(path)
+
+    def take(self) -> list[str]:
+        """What was touched since the last take."""
+        touched, self.touched = self.touched, []
+        return sorted(set(touched))
+
+    @contextmanager
+    def off(self) -> Iterator[None]:
+        self.on = False
+        try:
+            yield
+        finally:
+            self.on = True
+
+    @contextmanager
+    def watching(self, root: Path) -> Iterator[list[str]]:
+        """Watch `root` instead for a while (to test the guard); yields what is touched there."""
+        saved = self.root, self.touched
+        self.root, self.touched = str(root), []
+        try:
+            yield self.touched
+        finally:
+            self.root, self.touched = saved
+
+
+_GUARD = LiveWorkspaceGuard(ROOT / "workspace")
+sys.addaudithook(_GUARD)
+
+
+@pytest.fixture(autouse=True)
+def _live_workspace_untouched() -> Iterator[None]:
+    """Fails the test whose run (or module/session fixture set up for it) touched the live folder."""
+    yield
+    if touched := _GUARD.take():
+        pytest.fail(f"the test touched the live workspace/ folder (use demo_workspace): {touched[:3]}", pytrace=False)
+
+
+@pytest.fixture
+def live_workspace_guard() -> LiveWorkspaceGuard:
+    return _GUARD
 
 
 def _demo_files(root: Path) -> tuple[list[str], str]:
@@ -104,7 +181,8 @@ def _materialise_demo(root: Path, dest: Path) -> str:
 
 @functools.cache
 def _demo_source() -> str:
-    return _demo_files(ROOT)[1]
+    with _GUARD.off():
+        return _demo_files(ROOT)[1]
 
 
 def pytest_report_header() -> str:
@@ -122,7 +200,8 @@ def demo_workspace_src(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo workspace as git tracks it, copied once per session. Read-only by convention:
     copy it (or use `demo_workspace`) before loading a runtime on it."""
     dest = tmp_path_factory.mktemp("demo-src") / "workspace"
-    _materialise_demo(ROOT, dest)
+    with _GUARD.off():
+        _materialise_demo(ROOT, dest)
     return dest
 
 
