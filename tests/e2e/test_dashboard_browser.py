@@ -204,3 +204,170 @@ def test_a_failing_block_degrades_and_the_rest_of_the_page_stays(
             expect(block(page, healthy)).to_have_attribute("data-status", "ok")
         expect(block(page, "calendar")).to_contain_text("Morning brief for Dana")
         shot(page, "04-degraded-block")
+
+
+SKELETON = ("#session", "#tenant", "#worker", "#refresh", "#logout", "#updated", "#main", "#skip", "[data-block]")
+# Texts only tenant demo's page shows (its tenant line, workers, profile, calendar, goals).
+DEMO_TEXTS = ("Tenant demo", "Iris", "Milo", "Personal assistant to the CEO", "Morning brief for Dana", "assistant")
+GLOBEX = {
+    "tenants/globex/TENANT.json": '{"tenant_id": "globex", "name": "Globex", "default_worker": "gina"}',
+    "tenants/globex/workers/gina/PERSONA.md": (
+        "---\nidentity: {name: Gina, worker_id: gina, role: Globex bookkeeper}\n---\nYou keep the books.\n"
+    ),
+}
+SHOWN_ELEMENTS = """(selectors) => selectors.flatMap((s) => [...document.querySelectorAll(s)])
+  .filter((e) => e.checkVisibility({ checkOpacity: true, checkVisibilityCSS: true }))
+  .map((e) => e.id || e.dataset.block || e.tagName)"""
+# Records every text later added to the page that contains one of the given strings.
+WATCH = """(texts) => {
+  window.__leaks = [];
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const added = r.type === "characterData" ? [r.target] : [...r.addedNodes];
+      for (const n of added) {
+        const text = n.textContent || "";
+        for (const t of texts) if (text.includes(t)) window.__leaks.push(`${t} in ${text.slice(0, 80)}`);
+      }
+    }
+  }).observe(document.body, { childList: true, subtree: true, characterData: true });
+}"""
+
+
+def shown(page: Any, selectors: tuple[str, ...] = SKELETON) -> list[str]:
+    """The elements matching `selectors` that are rendered (computed style, not the hidden attribute)."""
+    found: list[str] = page.evaluate(SHOWN_ELEMENTS, list(selectors))
+    return found
+
+
+def demo_texts_on(page: Any) -> list[str]:
+    rendered = page.evaluate("() => document.body.innerText")
+    everywhere = page.evaluate("() => document.body.textContent + document.title")
+    return [t for t in DEMO_TEXTS if t in rendered or t in everywhere]
+
+
+def until(page: Any, done: Any, limit: int = 500) -> None:
+    """Let Playwright dispatch events (route handlers run then) until `done()`; each round trips to the page."""
+    for _ in range(limit):
+        if done():
+            return
+        page.evaluate("0")
+    pytest.fail("the awaited browser event never came")
+
+
+def test_before_login_only_the_login_form_shows(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    with serve(tmp_path, workspace, model_server) as server:
+        held: list[Any] = []
+        # hold the page's question "am I logged in?" to see the page while it waits for the answer
+        page.route("**/dashboard/session", lambda route: held.append(route))
+        page.goto(server.url + "/dashboard")
+        until(page, lambda: bool(held))
+        assert shown(page, (*SKELETON, "#login")) == []  # while it checks: neither controls nor the form
+        held[0].continue_()
+        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+        assert shown(page) == []
+        for control in ("#worker", "#refresh", "#logout", "#main"):
+            expect(page.locator(control)).to_be_hidden()
+        text = page.evaluate("() => document.body.innerText")
+        assert "API key" in text
+        assert not [w for w in ("Worker", "Refresh", "Log out", "Profile", "Pending actions") if w in text], text
+        shot(page, "05-before-login")
+
+
+def test_log_out_clears_every_block_and_the_next_tenant_never_sees_the_last_ones_data(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    for rel, text in GLOBEX.items():
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text(text, encoding="utf-8")
+    demo = ApiKeyStore(workspace).create("demo")[1]
+    globex = ApiKeyStore(workspace).create("globex")[1]
+    with serve(tmp_path, workspace, model_server) as server:
+        log_in(page, server.url, demo)
+        expect(block(page, "profile")).to_contain_text("Personal assistant to the CEO")
+        expect(block(page, "workers")).to_contain_text("Milo")
+        assert demo_texts_on(page) == list(DEMO_TEXTS)
+
+        # A refresh of demo's page answered by the server, still on its way when the user logs out
+        # and globex logs in on the same page.
+        held: list[Any] = []
+        page.route("**/api/v1/workers/assistant/dashboard", lambda route: held.append((route, route.fetch())))
+        page.get_by_role("button", name="Refresh").click()
+        until(page, lambda: bool(held))
+        page.evaluate(WATCH, list(DEMO_TEXTS))
+        page.get_by_role("button", name="Log out").click()
+        expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+        expect(page.get_by_role("status")).to_have_text("Logged out.")
+        assert shown(page) == []
+        assert demo_texts_on(page) == []
+        shot(page, "06-logged-out")
+
+        page.get_by_label("API key").fill(globex)
+        page.keyboard.press("Enter")
+        expect(page.locator("#tenant")).to_have_text("Tenant globex")
+        expect(block(page, "profile")).to_contain_text("Globex bookkeeper")
+        route, answer = held[0]
+        assert answer.ok and "Personal assistant to the CEO" in answer.text()
+        with page.expect_request_finished(lambda r: r.url.endswith("/workers/assistant/dashboard")):
+            route.fulfill(response=answer)
+        loaded = page.locator("body").get_attribute("data-loaded")
+        page.get_by_role("button", name="Refresh").click()  # its answer comes after demo's, already received
+        expect(page.locator("body")).not_to_have_attribute("data-loaded", loaded or "")
+        expect(block(page, "profile")).to_contain_text("Globex bookkeeper")
+        assert demo_texts_on(page) == []
+        assert page.evaluate("() => window.__leaks") == []
+        shot(page, "07-next-tenant")
+
+
+BROKEN_ROLE = "  role: {a: 1}"  # line 6 of the demo assistant's PERSONA.md: identity.role must be a string
+
+
+def test_a_rejected_reload_shows_until_the_file_is_fixed(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, page: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    key = ApiKeyStore(workspace).create("demo")[1]
+    persona = workspace / "tenants/demo/workers/assistant/PERSONA.md"
+    good = persona.read_text(encoding="utf-8")
+    lines = good.split("\n")
+    assert lines[5].startswith("  role: ")
+    refused = block(page, "load_errors")
+
+    def reload() -> dict[str, Any]:
+        response = httpx.post(
+            server.url + "/api/v1/worker/ops/reload",
+            json={"worker_id": "assistant"},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=60,
+        )
+        assert response.status_code == 200, response.text
+        outcome: dict[str, Any] = response.json()
+        return outcome
+
+    with serve(tmp_path, workspace, model_server) as server:
+        log_in(page, server.url, key)
+        expect(refused).to_be_hidden()
+
+        persona.write_text("\n".join([*lines[:5], BROKEN_ROLE, *lines[6:]]), encoding="utf-8")
+        outcome = reload()
+        assert outcome["kept_last_good"] and not outcome["ok"]
+        page.get_by_role("button", name="Refresh").click()
+        expect(refused).to_be_visible()
+        expect(refused).to_contain_text("Worker assistant")
+        expect(refused).to_contain_text("the last good version is still serving")
+        expect(refused).to_contain_text("tenants/demo/workers/assistant/PERSONA.md, line 6")
+        expect(refused).to_contain_text("identity.role: Input should be a valid string")
+        expect(block(page, "profile")).to_contain_text("Personal assistant to the CEO")  # the last good version
+        shot(page, "08-rejected-reload")
+
+        persona.write_text(good, encoding="utf-8")
+        assert reload()["ok"]
+        page.get_by_role("button", name="Refresh").click()
+        expect(refused).to_be_hidden()
+        assert shown(page, ('[data-block="load_errors"]',)) == []

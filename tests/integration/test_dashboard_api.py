@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import pytest
 from fastapi.testclient import TestClient
 
@@ -19,7 +20,7 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore, AuthError
 from genworker.dashboard.session import SessionSigner, signer_for
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer, scripted_env
+from genworker.testing import Reply, ScriptedModelServer, scripted_env, serve
 
 GATED = (
     "---\nduty_id: pay\ntitle: Pay invoices\ntriggers: [{id: m, type: manual}, "
@@ -326,3 +327,66 @@ def test_session_cookies_expire_resist_tampering_and_the_secret_file_is_checked(
     secret_file.write_text('{"schema_version": 2, "secret": "00"}', encoding="utf-8")
     with pytest.raises(AuthError, match=r"dashboard_session\.json.*schema_version 2"):
         SessionSigner.for_tenant(root / "tenants/acme")
+
+
+def test_refused_files_show_to_their_tenant_and_to_keys_of_those_workers_only(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    store = ApiKeyStore(workspace)
+    acme, acme_bob, globex = store.create("acme")[1], store.create("acme", ["bob"])[1], store.create("globex")[1]
+    alice = workspace / "tenants/acme/workers/alice/PERSONA.md"
+    tenant = workspace / "tenants/acme/TENANT.json"
+    good_alice, good_tenant = alice.read_text(encoding="utf-8"), tenant.read_text(encoding="utf-8")
+    carl = workspace / "tenants/acme/workers/carl/PERSONA.md"  # broken from the start: never served
+    carl.parent.mkdir(parents=True)
+    carl.write_text("---\nidentity: {name: Carl, worker_id: carl, role: [clerk]}\n---\n", encoding="utf-8")
+
+    with serve(tmp_path, workspace, model_server) as server:
+
+        def problems(key: str, worker: str) -> list[dict[str, Any]]:
+            response = httpx.get(
+                f"{server.url}/api/v1/workers/{worker}/dashboard", headers={"Authorization": f"Bearer {key}"}
+            )
+            assert response.status_code == 200, response.text
+            block = response.json()["blocks"]["load_errors"]
+            assert block["status"] == "ok", block
+            found: list[dict[str, Any]] = block["data"]["problems"]
+            return found
+
+        def reload(key: str, body: dict[str, str] | None = None) -> dict[str, Any]:
+            headers = {"Authorization": f"Bearer {key}"}
+            answer = httpx.post(f"{server.url}/api/v1/worker/ops/reload", json=body, headers=headers, timeout=60)
+            assert answer.status_code == 200, answer.text
+            outcome: dict[str, Any] = answer.json()
+            return outcome
+
+        (never,) = problems(acme, "alice")
+        assert never["worker_id"] == "carl" and never["serving"] == "none"
+        assert never["errors"][0]["file"] == "tenants/acme/workers/carl/PERSONA.md"
+
+        alice.write_text(alice_persona().replace("role: assistant", "role: {a: 1}"), encoding="utf-8")
+        assert reload(acme, {"worker_id": "alice"})["kept_last_good"]
+        listed = {p["worker_id"]: p for p in problems(acme, "bob")}
+        assert set(listed) == {"alice", "carl"}
+        assert listed["alice"]["serving"] == "last_good"
+        (error,) = listed["alice"]["errors"]
+        assert error["file"] == "tenants/acme/workers/alice/PERSONA.md" and error["line"] == 2
+        assert error["field"] == "identity.role" and error["message"]
+        assert str(workspace) not in json.dumps(listed)  # workspace-relative paths only
+
+        assert problems(acme_bob, "bob") == []  # a key for bob sees nothing of alice's or carl's files
+        assert problems(globex, "gina") == []  # nor does another tenant
+
+        tenant.write_text("{not json", encoding="utf-8")
+        assert reload(acme)["kept_last_good"]
+        (whole,) = [p for p in problems(acme_bob, "bob") if p["worker_id"] is None]  # every key of the tenant
+        assert whole["serving"] == "last_good" and whole["errors"][0]["file"] == "tenants/acme/TENANT.json"
+        assert problems(globex, "gina") == []
+
+        tenant.write_text(good_tenant, encoding="utf-8")
+        alice.write_text(good_alice, encoding="utf-8")
+        carl.write_text(
+            "---\nidentity: {name: Carl, worker_id: carl, role: clerk}\n---\nYou are carl.\n", encoding="utf-8"
+        )
+        assert reload(acme)["ok"]
+        assert problems(acme, "alice") == [] and problems(acme_bob, "bob") == []

@@ -16,6 +16,7 @@ def default_aggregator(timeout_s: float = 5.0) -> DashboardAggregator:
     """Every block of the page, in page order."""
     return DashboardAggregator(
         [
+            Block("load_errors", blocks_worker.load_errors),
             Block("workers", blocks_worker.workers),
             Block("profile", blocks_worker.profile),
             Block("pending", blocks_work.pending),

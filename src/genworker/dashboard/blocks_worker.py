@@ -1,4 +1,5 @@
-"""Dashboard blocks about the worker itself: profile, calendar, goals, capabilities, channels, briefs.
+"""Dashboard blocks about the worker itself: profile, calendar, goals, capabilities, channels, briefs,
+and the tenant's workspace files the runtime refused (load errors).
 
 They read the loaded workspace snapshot and the live schedulers / tool runtime; nothing here writes.
 """
@@ -19,7 +20,17 @@ from genworker.workspace.models import DutyStatus, Goal
 from genworker.workspace.models.duty import ConditionTrigger, ScheduleTrigger
 from genworker.workspace.snapshot import Worker
 
-__all__ = ["briefs", "calendar", "capabilities", "channels", "goals", "profile", "worker_zone", "workers"]
+__all__ = [
+    "briefs",
+    "calendar",
+    "capabilities",
+    "channels",
+    "goals",
+    "load_errors",
+    "profile",
+    "worker_zone",
+    "workers",
+]
 
 CALENDAR_DAYS = 7
 FIRES_PER_TRIGGER = 5
@@ -56,6 +67,23 @@ async def workers(ctx: BlockContext) -> list[dict[str, Any]]:
         if ctx.principal.can_use(f.worker_id)
     ]  # fmt: skip
     return sorted(listed, key=lambda w: w["worker_id"])
+
+
+async def load_errors(ctx: BlockContext) -> dict[str, Any]:
+    """Files of this tenant the runtime refused, for the workers the key may use: a rejected reload
+    (`serving: last_good`, the previous version still runs) or a worker that never loaded (`none`)."""
+    described = ctx.runtime.registry.describe()["tenants"].get(ctx.tenant_id, {})
+    problems: list[dict[str, Any]] = []
+    if described.get("reload_errors"):
+        problems.append({"worker_id": None, "serving": "last_good", "errors": described["reload_errors"]})
+    for worker_id, entry in described.get("workers", {}).items():
+        if not ctx.principal.can_use(worker_id):
+            continue
+        if entry["status"] == "failed":
+            problems.append({"worker_id": worker_id, "serving": "none", "errors": entry["errors"]})
+        elif entry.get("reload_errors"):
+            problems.append({"worker_id": worker_id, "serving": "last_good", "errors": entry["reload_errors"]})
+    return {"problems": problems}
 
 
 async def profile(ctx: BlockContext) -> dict[str, Any]:

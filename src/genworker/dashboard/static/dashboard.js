@@ -2,7 +2,9 @@
 // GET /api/v1/workers/{w}/dashboard; every text goes through textContent (never innerHTML).
 "use strict";
 
-const state = { csrf: null, worker: null, refreshS: 15, timer: null, busy: false };
+// `epoch` changes at every log in and log out: a response that arrives later for an older session
+// is dropped, so one tenant's data never shows in another's session (or after logging out).
+const state = { csrf: null, worker: null, refreshS: 15, timer: null, loading: null, again: false, epoch: 0 };
 
 function $(sel) { return document.querySelector(sel); }
 
@@ -66,20 +68,41 @@ async function start() {
   showDashboard(session);
 }
 
-function showLogin() {
+function forget() {
+  state.epoch += 1;
   clearInterval(state.timer);
+  state.csrf = null;
+  state.worker = null;
   $("#session").hidden = true;
   $("#main").hidden = true;
+  $("#skip").hidden = true;
+  $("#tenant").textContent = "";
+  $("#worker").replaceChildren();
+  $("#updated").textContent = "";
+  delete document.body.dataset.loaded;
+  for (const host of document.querySelectorAll("[data-block]")) {
+    host.querySelector(":scope > .body").replaceChildren();
+    delete host.dataset.status;
+    host.classList.remove("degraded");
+  }
+  $('[data-block="load_errors"]').hidden = true;
+}
+
+function showLogin(message = "") {
+  forget();
+  say(message);
   $("#login").hidden = false;
   $("#api-key").focus();
 }
 
 function showDashboard(session) {
+  forget();
   state.csrf = session.csrf_token;
   state.refreshS = session.refresh_s || 15;
   $("#login").hidden = true;
   $("#session").hidden = false;
   $("#main").hidden = false;
+  $("#skip").hidden = false;
   $("#tenant").textContent = `Tenant ${session.tenant_id}`;
   const select = $("#worker");
   select.replaceChildren(...session.workers.map((w) => el("option", { value: w, text: w })));
@@ -110,27 +133,37 @@ async function login(event) {
 }
 
 async function logout() {
+  forget();  // nothing of this tenant stays on screen, even while the request is on its way
+  say("Logging out…");
   await api("/dashboard/logout", { method: "POST" }).catch(() => null);
-  state.csrf = null;
-  say("Logged out.");
-  showLogin();
+  showLogin("Logged out.");
 }
 
 // -- loading ---------------------------------------------------------------------
 
+function view() { return `${state.epoch}/${state.worker}`; }
+
 async function load() {
-  if (!state.worker || state.busy) return;
-  state.busy = true;
+  const current = view();
+  if (!state.worker) return;
+  if (state.loading === current) { state.again = true; return; }  // once this one is in, load again
+  state.loading = current;
+  state.again = false;
   try {
     const data = await api(`/api/v1/workers/${encodeURIComponent(state.worker)}/dashboard`);
+    if (view() !== current) return;  // logged out, or another worker chosen, meanwhile
     for (const [name, block] of Object.entries(data.blocks)) render(name, block);
     $("#updated").textContent = `Updated ${new Date(data.generated_at).toLocaleTimeString()}`;
     document.body.dataset.loaded = data.generated_at;
   } catch (error) {
+    if (view() !== current) return;
     if (error.status === 401) { showLogin(); return; }
     say(`Could not load the dashboard: ${error.message}`);
   } finally {
-    state.busy = false;
+    if (state.loading === current) {
+      state.loading = null;
+      if (state.again) load();
+    }
   }
 }
 
@@ -140,6 +173,7 @@ function render(name, block) {
   const body = host.querySelector(":scope > .body");
   host.dataset.status = block.status;
   host.classList.toggle("degraded", block.status !== "ok");
+  if (name === "load_errors") host.hidden = block.status === "ok" && !block.data.problems.length;
   if (block.status !== "ok") {
     const label = { unavailable: "Unavailable", timeout: "Timed out", error: "Failed" }[block.status] || block.status;
     body.replaceChildren(el("p", { class: "reason" }, el("strong", { text: `${label}: ` }), block.reason || ""));
@@ -155,16 +189,19 @@ async function decide(kind, id, decision, button) {
   const row = button.closest(".item");
   row.querySelectorAll("button").forEach((b) => { b.disabled = true; });
   say(`${decision === "approve" ? "Approving" : "Rejecting"} ${kind}…`);
+  const epoch = state.epoch;
   const base = `/api/v1/workers/${encodeURIComponent(state.worker)}`;
   const path = kind === "confirmation"
     ? `${base}/confirmations/${encodeURIComponent(id)}/${decision}`
     : `${base}/dashboard/suggestions/${encodeURIComponent(id)}/${decision}`;
   try {
     const result = await api(path, { method: "POST" });
+    if (epoch !== state.epoch) return;  // logged out meanwhile: its outcome is not shown to the next session
     const run = result && result.run;
     say(run ? `Approved; the task ran: ${run.state}${result.output ? ` — ${result.output}` : ""}`
             : `${decision === "approve" ? "Approved" : "Rejected"}.`);
   } catch (error) {
+    if (epoch !== state.epoch) return;
     say(`Could not ${decision}: ${error.message}`);
     row.querySelectorAll("button").forEach((b) => { b.disabled = false; });
   }
@@ -192,6 +229,16 @@ function provenance(p) {
 }
 
 const RENDERERS = {
+  load_errors(data) {
+    return [...data.problems.map((p) => el("div", { class: "item", "data-worker": p.worker_id || "" },
+      el("p", {}, el("strong", { text: p.worker_id ? `Worker ${p.worker_id}` : "Tenant files" }), ": ",
+        el("span", { class: "serving", text: p.serving === "last_good"
+          ? "a reload was refused; the last good version is still serving."
+          : "did not load; nothing serves this worker." })),
+      el("ul", {}, p.errors.map((e) => el("li", {},
+        el("code", { text: e.line ? `${e.file}, line ${e.line}` : e.file }), ` ${e.field ? `${e.field}: ` : ""}${e.message}`))))),
+      muted("Fix the file: once it loads (hot reload on save, or POST /api/v1/worker/ops/reload) this notice goes away.")];
+  },
   workers(list) {
     if (!list.length) return muted("No workers.");
     return el("ul", {}, list.map((w) => el("li", {},
