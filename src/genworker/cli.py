@@ -82,7 +82,7 @@ def _check(args: argparse.Namespace) -> int:
         return 1
     from genworker.autonomy.sensing.filters import filter_issues  # the sensors stack: only check needs it
 
-    registry = WorkspaceRegistry(settings.workspace)
+    registry = WorkspaceRegistry.from_settings(settings)
     summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
     issues = registry.issues() + [i for w in registry.workers() for i in filter_issues(registry.root, w)]
     errors = [i for i in issues if i.severity == "error"]

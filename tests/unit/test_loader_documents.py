@@ -50,7 +50,7 @@ def test_missing_front_matter(tmp_path: Path) -> None:
         ("---\na: 1\nb: : :\n---\n", 3),
         ("---\n\n\na: 1\nb: : :\n---\n", 5),
         ("---\na: 1\nlist:\n  - x\n - y\n---\n", 5),
-        ("---\na: 'unclosed\nb: 2\n---\n", 4),
+        ("---\na: 'unclosed\nb: 2\n---\n", 2),  # where the quote opens, not the end of the front matter
         ("---\nidentity: !!python/object:os.system {}\n---\n", 2),
     ],
 )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +21,9 @@ from frontmatter.default_handlers import YAMLHandler
 from pydantic import AliasChoices, BaseModel, ValidationError
 
 from genworker.workspace.errors import Issue, WorkspaceError
+from genworker.workspace.limits import SizeLimit, describe_size
 
-__all__ = ["Document", "read_json", "read_markdown", "validate"]
+__all__ = ["Document", "read_json", "read_markdown", "read_text", "validate"]
 
 M = TypeVar("M", bound=BaseModel)
 _YAML = YAMLHandler()
@@ -61,8 +64,11 @@ def _child(node: yaml.Node | None, part: str | int) -> yaml.Node | None:
     return None
 
 
-def read_markdown(path: Path, rel: str, *, require_front_matter: bool = True) -> Document:
-    text = _read_text(path, rel)
+def read_markdown(
+    path: Path, rel: str, *, limit: SizeLimit | None = None, require_front_matter: bool = True
+) -> Document:
+    """Front matter and body of a Markdown file; `limit` refuses a larger file before it is read."""
+    text = read_text(path, rel, limit)
     if not _YAML.detect(text):
         if require_front_matter:
             raise WorkspaceError.single(rel, "missing YAML front matter (a '---' block at the top)")
@@ -77,9 +83,7 @@ def read_markdown(path: Path, rel: str, *, require_front_matter: bool = True) ->
     try:
         data = yaml.load(source, Loader=_SafeLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = None if mark is None else mark.line + 1 + offset
-        raise WorkspaceError.single(rel, f"invalid YAML: {exc.problem or exc}", line=line) from exc
+        raise _yaml_error(rel, exc, source, offset) from exc
     except yaml.YAMLError as exc:
         raise WorkspaceError.single(rel, f"invalid front matter: {exc}") from exc
     except RecursionError:
@@ -111,8 +115,45 @@ def _has_cycle(value: Any, path: set[int], done: set[int]) -> bool:
     return found
 
 
-def read_json(path: Path, rel: str) -> Document:
-    text = _read_text(path, rel)
+def _yaml_error(rel: str, exc: yaml.MarkedYAMLError, source: str, offset: int) -> WorkspaceError:
+    """Point at the line to fix, not where YAML noticed: a key without its ':' is noticed on the
+    next line, an unclosed quote or bracket at the end of the front matter."""
+    problem, context = exc.problem_mark, exc.context_mark
+    mark = problem or context
+    at = None if mark is None else mark.line  # 0-based, in `source`
+    note = ""
+    if problem is not None and context is not None:
+        if problem.line >= source.count("\n") or exc.context == "while scanning a simple key":
+            at = context.line
+    elif problem is not None and "mapping values are not allowed" in str(exc.problem):
+        folded = _folded_scalar_line(source)
+        if folded is not None and folded < problem.line:
+            at, note = folded, f"; this line has no ':' and runs on into line {problem.line + 1 + offset}"
+    message = f"invalid YAML: {exc.problem or exc}{note}"
+    if exc.context and context is not None and context.line != at:
+        message += f" ({exc.context} at line {context.line + 1 + offset})"
+    elif exc.context:
+        message += f" ({exc.context})"
+    return WorkspaceError.single(rel, message, line=None if at is None else at + 1 + offset)
+
+
+def _folded_scalar_line(source: str) -> int | None:
+    """Where the plain scalar that ran into a misplaced ':' starts, unless it is a mapping value
+    (a value may go on over several lines; a bare line cannot)."""
+    previous = last = None
+    try:
+        for token in yaml.scan(source, Loader=_SafeLoader):
+            previous, last = last, token
+    except yaml.YAMLError:
+        pass
+    if isinstance(last, yaml.ScalarToken) and not isinstance(previous, yaml.ValueToken):
+        line: int = last.start_mark.line
+        return line
+    return None
+
+
+def read_json(path: Path, rel: str, *, limit: SizeLimit | None = None) -> Document:
+    text = read_text(path, rel, limit)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -122,13 +163,42 @@ def read_json(path: Path, rel: str) -> Document:
     return Document(rel, data, "", text, 0)
 
 
-def _read_text(path: Path, rel: str) -> str:
+def read_text(path: Path, rel: str, limit: SizeLimit | None = None) -> str:
+    """The UTF-8 text of a regular file; its size is checked against `limit` before reading."""
     try:
-        return path.read_text(encoding="utf-8-sig")  # a BOM (Windows editors) is not content
-    except UnicodeDecodeError as exc:
-        raise WorkspaceError.single(rel, f"not UTF-8 text: {exc.reason}") from exc
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise WorkspaceError.single(rel, "cannot read: not a regular file")
+        if limit is not None and info.st_size > limit.max_bytes:
+            raise _too_large(rel, info.st_size, limit)
+        with path.open("rb") as fh:
+            data = fh.read(-1 if limit is None else limit.max_bytes + 1)
+            if limit is not None and len(data) > limit.max_bytes:  # it grew after the stat
+                raise _too_large(rel, max(len(data), os.fstat(fh.fileno()).st_size), limit)
     except OSError as exc:
         raise WorkspaceError.single(rel, f"cannot read: {exc.strerror or exc}") from exc
+    try:
+        return data.decode("utf-8-sig")  # a BOM (Windows editors) is not content
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(rel, exc) from None
+
+
+def _too_large(rel: str, size: int, limit: SizeLimit) -> WorkspaceError:
+    return WorkspaceError.single(
+        rel,
+        f"file is {describe_size(size)}, over the {describe_size(limit.max_bytes)} limit for {limit.label} "
+        f"files ({limit.setting} sets it); not loaded",
+    )
+
+
+def _not_utf8(rel: str, exc: UnicodeDecodeError) -> WorkspaceError:
+    """Line and column (in characters) of the first byte that is not UTF-8."""
+    data: bytes = exc.object  # without a leading BOM: offsets count from after it
+    start = data.rfind(b"\n", 0, exc.start) + 1
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = len(data[start : exc.start].decode("utf-8")) + 1
+    message = f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line}, column {column} ({exc.reason})"
+    return WorkspaceError.single(rel, message, line=line)
 
 
 def validate(model: type[M], doc: Document, data: Mapping[str, Any] | None = None) -> tuple[M, list[Issue]]:

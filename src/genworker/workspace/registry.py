@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genworker.ids import validate_id
 from genworker.workspace.errors import Issue, WorkspaceError
+from genworker.workspace.limits import DEFAULT_LIMITS, FileLimits
 from genworker.workspace.scan import Collector, Scope
 from genworker.workspace.skills import effective_skills
 from genworker.workspace.snapshot import Skill, TenantState, Worker, WorkerFailure, frozen_map
@@ -26,6 +27,9 @@ from genworker.workspace.tenant_loader import (
     load_tenant,
     load_tenant_worker,
 )
+
+if TYPE_CHECKING:
+    from genworker.settings import Settings
 
 __all__ = ["PRODUCT_SKILLS", "ReloadOutcome", "Summary", "WorkspaceRegistry"]
 
@@ -53,9 +57,12 @@ class Summary:
 
 
 class WorkspaceRegistry:
-    def __init__(self, root: Path, product_skills: Path | None = PRODUCT_SKILLS) -> None:
+    def __init__(
+        self, root: Path, product_skills: Path | None = PRODUCT_SKILLS, limits: FileLimits = DEFAULT_LIMITS
+    ) -> None:
         self.root = root.resolve()
-        self._scope = Scope(self.root)
+        self.limits = limits
+        self._scope = Scope(self.root, limits)
         self._product_skills = product_skills if product_skills and product_skills.is_dir() else None
         self._lock = threading.RLock()
         self._version = 0
@@ -66,11 +73,16 @@ class WorkspaceRegistry:
         self._stale: dict[str, tuple[Issue, ...]] = {}  # target -> errors of a rejected reload
         self._root_issues: tuple[Issue, ...] = ()
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> WorkspaceRegistry:
+        """The workspace of `settings`, with its file size limits (GENWORKER_MAX_*_KIB)."""
+        return cls(settings.workspace, limits=FileLimits.from_settings(settings))
+
     # -- loading -----------------------------------------------------------------
 
     def load_all(self) -> Summary:
         with self._lock, _paused_gc():
-            self._scope = Scope(self.root)  # fresh symlink cache per operation
+            self._scope = Scope(self.root, self.limits)  # fresh symlink cache per operation
             self._version += 1
             self._tenants.clear()
             self._tenant_errors.clear()
@@ -86,7 +98,7 @@ class WorkspaceRegistry:
 
     def reload_system(self) -> ReloadOutcome:
         with self._lock, _paused_gc():
-            self._scope = Scope(self.root)  # fresh symlink cache per operation
+            self._scope = Scope(self.root, self.limits)  # fresh symlink cache per operation
             self._version += 1
             self._load_system()
             for tenant_id in list(self._tenants):
@@ -101,7 +113,7 @@ class WorkspaceRegistry:
     def reload_tenant(self, tenant_id: str) -> ReloadOutcome:
         validate_id(tenant_id, "tenant id")
         with self._lock, _paused_gc():
-            self._scope = Scope(self.root)
+            self._scope = Scope(self.root, self.limits)
             self._version += 1
             return self._load_tenant(tenant_id, keep_last_good=True)
 
@@ -110,7 +122,7 @@ class WorkspaceRegistry:
         validate_id(worker_id, "worker id")
         target = f"{tenant_id}/{worker_id}"
         with self._lock, _paused_gc():
-            self._scope = Scope(self.root)
+            self._scope = Scope(self.root, self.limits)
             self._version += 1
             state = self._tenants.get(tenant_id)
             if state is None:

@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from genworker.ids import InvalidIdError, validate_id
 from genworker.workspace.errors import Issue, WorkspaceError
+from genworker.workspace.limits import DEFAULT_LIMITS, FileLimits
 
 __all__ = ["Collector", "Scope"]
 
@@ -18,7 +19,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """The workspace root every loaded path must stay inside, and how to name files.
+    """The workspace root every loaded path must stay inside, how to name files, and how large
+    each kind of file may be.
 
     Resolved folders are cached for the life of the Scope (one load operation): a path's
     real location is its parent's plus its name unless it is itself a symlink, so checking
@@ -26,6 +28,7 @@ class Scope:
     """
 
     root: Path
+    limits: FileLimits = DEFAULT_LIMITS
     _real: dict[Path, Path | None] = field(default_factory=dict, compare=False, repr=False)
 
     def real(self, path: Path, *, symlink: bool | None = None) -> Path | None:

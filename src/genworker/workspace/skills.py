@@ -17,7 +17,7 @@ __all__ = ["effective_skills", "load_skill", "load_skills"]
 def load_skill(scope: Scope, folder: Path, level: SkillLevel) -> tuple[Skill, list[Issue]]:
     rel = scope.rel(folder / "SKILL.md")
     scope.check(folder / "SKILL.md")
-    doc = read_markdown(folder / "SKILL.md", rel)
+    doc = read_markdown(folder / "SKILL.md", rel, limit=scope.limits.skill)
     spec, warnings = validate(SkillSpec, doc)
     if spec.name != folder.name:
         raise WorkspaceError.single(

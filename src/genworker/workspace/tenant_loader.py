@@ -25,7 +25,8 @@ def load_system_skills(scope: Scope, product_skills: Path | None) -> tuple[Mappi
     issues = Collector()
     layers = []
     if product_skills is not None:
-        layers.append(load_skills(Scope(product_skills.parent), product_skills, SkillLevel.SYSTEM, issues))
+        product = Scope(product_skills.parent, scope.limits)
+        layers.append(load_skills(product, product_skills, SkillLevel.SYSTEM, issues))
     layers.append(load_skills(scope, scope.root / "system" / "skills", SkillLevel.SYSTEM, issues))
     return effective_skills(*layers), issues.issues
 
@@ -37,7 +38,7 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
     if not path.is_file():
         raise WorkspaceError.single(scope.rel(path), "missing TENANT.json")
     scope.check(path)
-    doc = read_json(path, scope.rel(path))
+    doc = read_json(path, scope.rel(path), limit=scope.limits.tenant)
     tenant, warnings = validate(Tenant, doc)
     issues.issues.extend(warnings)
     if tenant.tenant_id != folder.name:

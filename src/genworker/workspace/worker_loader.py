@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any, get_args
 
 from genworker.ids import is_inside
-from genworker.workspace.documents import Document, read_json, read_markdown, validate
+from genworker.workspace.documents import Document, read_json, read_markdown, read_text, validate
 from genworker.workspace.errors import Issue, WorkspaceError
+from genworker.workspace.limits import SizeLimit
 from genworker.workspace.models import ChannelCredentials, Contact, DutySpec, Goal, PersonaSpec, Rule, Tenant
 from genworker.workspace.models.duty import DEFAULTABLE_FIELDS, apply_defaults, apply_defaults_deep
 from genworker.workspace.models.skill import SkillLevel
@@ -41,7 +42,7 @@ def load_worker(
     if not persona_path.is_file():
         raise WorkspaceError.single(scope.rel(persona_path), "missing PERSONA.md")
     scope.check(persona_path)
-    persona_doc = read_markdown(persona_path, scope.rel(persona_path))
+    persona_doc = read_markdown(persona_path, scope.rel(persona_path), limit=scope.limits.persona)
     persona = issues.attempt(lambda: validate(PersonaSpec, persona_doc))
     if persona is None:
         raise WorkspaceError(issues.issues)
@@ -55,7 +56,13 @@ def load_worker(
     files: dict[str, str] = {"persona": persona_doc.rel}
     duties = _load_duties(scope, folder / "duties", issues, files)
     goals = _load_by_id(
-        scope, folder / "goals", issues, files, "goal", lambda doc: validate(Goal, doc, {**doc.data, "body": doc.body})
+        scope,
+        folder / "goals",
+        issues,
+        files,
+        "goal",
+        lambda doc: validate(Goal, doc, {**doc.data, "body": doc.body}),
+        limit=scope.limits.goal,
     )
     own_skills = load_skills(scope, folder / persona.skills_dir, SkillLevel.WORKER, issues)
     skills = effective_skills(inherited, own_skills)
@@ -89,7 +96,7 @@ def _load_duties(scope: Scope, folder: Path, issues: Collector, files: dict[str,
 
         def read_defaults() -> tuple[Document, list[Issue]]:
             scope.check(defaults_path)
-            return read_markdown(defaults_path, scope.rel(defaults_path)), []
+            return read_markdown(defaults_path, scope.rel(defaults_path), limit=scope.limits.duty), []
 
         doc = issues.attempt(read_defaults)
         if doc is not None:
@@ -120,7 +127,7 @@ def _load_duties(scope: Scope, folder: Path, issues: Collector, files: dict[str,
         duty, warnings = validate(DutySpec, doc, data)
         return duty, ignored + warnings
 
-    return _load_by_id(scope, folder, issues, files, "duty", load, skip={DEFAULTS_FILE})
+    return _load_by_id(scope, folder, issues, files, "duty", load, skip={DEFAULTS_FILE}, limit=scope.limits.duty)
 
 
 def _load_by_id(
@@ -131,6 +138,8 @@ def _load_by_id(
     kind: str,
     load: Any,
     skip: frozenset[str] | set[str] = frozenset(),
+    *,
+    limit: SizeLimit,
 ) -> dict[str, Any]:
     """Load every `*.md` of `folder` with `load(doc)`; ids must be unique across files."""
     loaded: dict[str, Any] = {}
@@ -140,7 +149,7 @@ def _load_by_id(
         rel = scope.rel(path)
 
         def one(path: Path = path, rel: str = rel) -> Any:
-            return load(read_markdown(path, rel))
+            return load(read_markdown(path, rel, limit=limit))
 
         obj = issues.attempt(one)
         if obj is None:
@@ -167,7 +176,8 @@ def _load_rules(scope: Scope, folder: Path, issues: Collector, files: dict[str, 
             rel = scope.rel(path)
 
             def one(path: Path = path, rel: str = rel, load: Any = load) -> tuple[Rule, list[Issue]]:
-                return load(read_markdown(path, rel, require_front_matter=False))  # type: ignore[no-any-return]
+                doc = read_markdown(path, rel, limit=scope.limits.rule, require_front_matter=False)
+                return load(doc)  # type: ignore[no-any-return]
 
             rule = issues.attempt(one)
             if rule is None:
@@ -198,22 +208,23 @@ def _load_contacts(
                 files,
                 "person",
                 lambda doc: validate(Contact, doc, {"notes": doc.body, **doc.data}),
+                limit=scope.limits.contact,
             )
         )
     index = root / settings.index_file
     if index.is_file():
         if is_inside(scope.root, index):
-            _check_index(scope.rel(index), index, issues)
+            _check_index(scope.rel(index), index, scope.limits.contact_index, issues)
         else:
             issues.error(scope.rel(index), "refused: symlink leaves the workspace")
     return contacts
 
 
-def _check_index(rel: str, path: Path, issues: Collector) -> None:
+def _check_index(rel: str, path: Path, limit: SizeLimit, issues: Collector) -> None:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        issues.error(rel, f"cannot read: {exc}")
+        text = read_text(path, rel, limit)
+    except WorkspaceError as exc:
+        issues.issues.extend(exc.issues)
         return
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -237,7 +248,7 @@ def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCre
 
     def read() -> tuple[Document, list[Issue]]:
         scope.check(path)
-        return read_json(path, rel), []
+        return read_json(path, rel, limit=scope.limits.credentials), []
 
     doc = issues.attempt(read)
     if doc is None:
