@@ -341,6 +341,24 @@ def test_dingtalk_group_mention_is_answered_with_its_session_webhook(
     assert message.reply_context["session_webhook"].endswith("session=s")
 
 
+def test_a_replayed_dingtalk_sign_is_refused(server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    """DingTalk's sign covers only the timestamp: a captured pair must not carry a second message."""
+    headers = ding_headers()
+    first = {**DING, "msgId": "msg_replay_1", "text": {"content": "/help"}}
+    assert server.post("dingtalk", json.dumps(first).encode(), headers).status_code == 200
+    assert server.post("dingtalk", json.dumps(first).encode(), headers).status_code == 200  # DingTalk retrying
+    forged = {**DING, "msgId": "msg_replay_2", "text": {"content": "/status"}}  # new msgId, captured headers
+    response = server.post("dingtalk", json.dumps(forged).encode(), headers)
+    assert response.status_code == 401 and response.json()["error"]["code"] == "replayed", response.text
+    assert "check replay failed" in caplog.text
+    second = {**DING, "msgId": "msg_replay_3", "text": {"content": "/help"}}  # freshly signed: taken
+    fresh = ding_headers(at_ms=int(headers["timestamp"]) + 1)
+    assert server.post("dingtalk", json.dumps(second).encode(), fresh).status_code == 200
+    outcomes = server.handled.wait_for("msg_replay_1", "msg_replay_3")
+    assert "msg_replay_2" not in outcomes
+    assert sorted(m.event_id for m, _ in server.replier.replies) == ["msg_replay_1", "msg_replay_3"]
+
+
 def test_probes_are_refused_and_nothing_is_processed(server: Server, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="genworker.api.channels")
     slack_body, slack_headers = slack_signed(slack_dm("hi", "1700000009.000100"))

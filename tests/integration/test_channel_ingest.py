@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Mapping
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from genworker.autonomy.inbox import FileInboxStore
-from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage
+from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage, ReplayKey
 from genworker.channels.dedupe import MIN_TTL_S, FileDedupeStore, RedisDedupeStore
+from genworker.channels.errors import VerificationError
 from genworker.channels.ingest import FAILURE_TEXT, ChannelProcessor, EventJournal, create_channels
 from genworker.channels.registry import ChannelRegistry
+from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
 from genworker.workspace.registry import WorkspaceRegistry
 
 PERSONA = """---
@@ -265,3 +269,94 @@ def test_concurrent_deliveries_with_redis_dedupe_journal_one_entry(registry: Cha
 
     assert asyncio.run(scenario()).count(True) == 1
     assert len(EventJournal(root).pending()) == 1
+
+
+KEY = ReplayKey("dingtalk:acme~w~dingtalk:1700000000000:c2lnbg==", 0.0)
+
+
+async def _replay_rules(guard: ReplayGuard, now: float, expire: Callable[[], Awaitable[float]]) -> None:
+    """One event per signature until it expires; the same event again is a platform retry."""
+    key = ReplayKey(KEY.value, now + 60)
+    assert await guard.first_use("acme", "w", key, "msg_1")
+    assert await guard.first_use("acme", "w", key, "msg_1")  # DingTalk retrying the same message
+    assert not await guard.first_use("acme", "w", key, "msg_2")  # the captured headers, another body
+    assert await guard.first_use("acme", "other", key, "msg_2")  # another worker's app: its own pairs
+    await guard.forget("acme", "w", key, "msg_2")  # not the holder: nothing happens
+    assert not await guard.first_use("acme", "w", key, "msg_2")
+    await guard.forget("acme", "w", key, "msg_1")  # msg_1 was not stored: its retry must pass
+    assert await guard.first_use("acme", "w", key, "msg_1")
+    later = await expire()  # the timestamp has left the window (it is refused before this store is asked)
+    assert await guard.first_use("acme", "w", ReplayKey(key.value, later + 60), "msg_3")
+
+
+def test_file_replay_guard_keeps_a_sign_for_one_message_until_it_expires(tmp_path: Path) -> None:
+    now = [1_700_000_000.0]
+    guard = FileReplayGuard(tmp_path, clock=lambda: now[0])
+
+    async def expire() -> float:
+        now[0] += 61
+        return now[0]
+
+    asyncio.run(_replay_rules(guard, now[0], expire))
+    later = ReplayKey("dingtalk:acme~w~dingtalk:x", now[0] + 10)
+    for i in range(300):  # pairs that expired are pruned as new ones arrive
+        asyncio.run(guard.first_use("acme", "w", ReplayKey(f"old-{i}", now[0] + 1), f"m{i}"))
+    now[0] += 2
+    for i in range(300):
+        asyncio.run(guard.first_use("acme", "w", ReplayKey(f"new-{i}", now[0] + 1), f"n{i}"))
+    assert asyncio.run(guard.first_use("acme", "w", later, "m"))
+    left = list(guard.folder("acme", "w").glob("*/*.json"))
+    assert len(left) < 450  # most of the 300 expired ones are gone (each subfolder prunes on a new pair)
+
+
+@pytest.mark.redis
+def test_redis_replay_guard_follows_the_same_rules(redis_url: str) -> None:
+    async def scenario() -> None:
+        client = aioredis.Redis.from_url(redis_url)
+        guard = RedisReplayGuard(client)
+        guard.PREFIX = f"gwtest-{uuid.uuid4().hex}"
+        held = guard._key("acme", "w", KEY)
+
+        async def expire() -> float:
+            await client.pexpireat(held, 1)  # a time in the past: Redis drops the key as its expiry would
+            return time.time()
+
+        try:
+            await _replay_rules(guard, time.time(), expire)
+            assert 0 < await client.pttl(held) <= 60_000
+        finally:
+            keys = [k async for k in client.scan_iter(match=f"{guard.PREFIX}:*")]
+            if keys:
+                await client.delete(*keys)
+            await client.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_replayed_sign_is_refused_and_a_failed_journal_write_frees_it(registry: ChannelRegistry) -> None:
+    binding = registry.resolve("acme~w~dingtalk")
+    assert binding is not None
+    key = ReplayKey("dingtalk:acme~w~dingtalk:1:s", time.time() + 3600)
+
+    async def scenario() -> None:
+        channels = create_channels(registry, dedupe=FileDedupeStore(registry.workspace.root))
+        channels.ingest.processor = None
+        broken = channels.ingest.journal.append
+
+        def fail(message: ChannelMessage) -> Any:
+            raise OSError("disk full")
+
+        channels.ingest.journal.append = fail  # type: ignore[method-assign]
+        with pytest.raises(OSError):
+            await channels.ingest.accept(binding, message("acme~w~dingtalk", "ding_a", "hi"), key)
+        channels.ingest.journal.append = broken  # type: ignore[method-assign]
+        assert await channels.ingest.accept(binding, message("acme~w~dingtalk", "ding_a", "hi"), key)  # the retry
+        with pytest.raises(VerificationError) as refused:
+            await channels.ingest.accept(binding, message("acme~w~dingtalk", "ding_b", "forged"), key)
+        assert (refused.value.status, refused.value.code) == (401, "replayed")
+
+    asyncio.run(scenario())
+    assert [
+        EventJournal(registry.workspace.root).read(p).message.event_id
+        for p in EventJournal(registry.workspace.root).pending()
+    ] == ["ding_a"]

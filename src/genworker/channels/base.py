@@ -26,6 +26,7 @@ __all__ = [
     "InboundRequest",
     "OutboundFormat",
     "OutboundMessage",
+    "ReplayKey",
     "StreamingReplier",
 ]
 
@@ -122,6 +123,15 @@ class InboundRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayKey:
+    """A signature that does not cover the body (DingTalk's timestamp + sign): usable for one event
+    only, until `expires_at` (Unix seconds), when its timestamp leaves the acceptance window."""
+
+    value: str
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
 class InboundAck:
     """A verified request. `message` is None for events we acknowledge but do not handle
     (a bot's own message, an edit, an unsupported event type); `body` is the literal answer
@@ -131,3 +141,4 @@ class InboundAck:
     body: bytes = b"{}"
     media_type: str = "application/json"
     note: str = ""  # why a verified request carries no message, for the log
+    replay_key: ReplayKey | None = None  # claimed with the message: a second event under it is a replay

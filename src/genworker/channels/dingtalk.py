@@ -2,8 +2,10 @@
 
 Headers `timestamp` (ms) and `sign`: sign must equal base64 HMAC-SHA256(app_secret,
 `"{timestamp}\\n{app_secret}"`) (constant-time), and the timestamp may be at most one hour
-off. The message is keyed by `msgId`; `conversationType` "1" is a one-to-one chat, "2" a
-group, where `isInAtList` says the robot was mentioned. Replies go through the message's
+off, the window DingTalk documents for robot callbacks. The sign covers only the timestamp, so
+the pair is the message's `replay_key`: the ingest refuses it for any other message until the
+timestamp leaves the window. The message is keyed by `msgId`; `conversationType` "1" is a
+one-to-one chat, "2" a group, where `isInAtList` says the robot was mentioned. Replies go through the message's
 `sessionWebhook`, kept in `reply_context` with its expiry.
 """
 
@@ -13,7 +15,7 @@ import hmac
 from datetime import UTC
 from typing import Any
 
-from genworker.channels.base import Attachment, ChannelMessage, InboundAck, InboundRequest
+from genworker.channels.base import Attachment, ChannelMessage, InboundAck, InboundRequest, ReplayKey
 from genworker.channels.crypto import dingtalk_sign
 from genworker.channels.errors import ChannelConfigError, VerificationError, header, json_object, malformed
 from genworker.channels.registry import ChannelBinding
@@ -25,7 +27,8 @@ PLATFORM = "dingtalk"
 MAX_SKEW_S = 3600
 
 
-def verify(binding: ChannelBinding, req: InboundRequest) -> None:
+def verify(binding: ChannelBinding, req: InboundRequest) -> ReplayKey:
+    """The request's `(timestamp, sign)`, once both are valid."""
     creds = binding.credentials
     if not isinstance(creds, DingTalkCredentials):
         raise ChannelConfigError(f"{binding.adapter_id}: CHANNEL_CREDENTIALS.json has no dingtalk.app_secret")
@@ -40,10 +43,11 @@ def verify(binding: ChannelBinding, req: InboundRequest) -> None:
     expected = dingtalk_sign(creds.app_secret.get_secret_value(), timestamp)
     if not hmac.compare_digest(expected.encode(), sign.encode()):
         raise VerificationError("signature", "the sign header does not match")
+    return ReplayKey(f"dingtalk:{binding.adapter_id}:{timestamp}:{sign}", int(timestamp) / 1000 + MAX_SKEW_S)
 
 
 def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
-    verify(binding, req)
+    replay_key = verify(binding, req)
     data = json_object(req.body)
     msg_id, conversation, sender = (
         data.get("msgId"),
@@ -78,7 +82,7 @@ def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
         attachments=attachments,
         reply_context=context,
     )
-    return InboundAck(message)
+    return InboundAck(message, replay_key=replay_key)
 
 
 def _content(data: dict[str, Any]) -> tuple[str, tuple[Attachment, ...]]:

@@ -35,9 +35,18 @@ from typing import Any, Literal
 
 from genworker.autonomy.inbox import InboxWriter, new_item
 from genworker.channels import commands
-from genworker.channels.base import Attachment, ChannelMessage, ChannelReplier, OutboundMessage, StreamingReplier
+from genworker.channels.base import (
+    Attachment,
+    ChannelMessage,
+    ChannelReplier,
+    OutboundMessage,
+    ReplayKey,
+    StreamingReplier,
+)
 from genworker.channels.dedupe import DedupeStore, FileDedupeStore, RedisDedupeStore
+from genworker.channels.errors import VerificationError
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
+from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
 from genworker.engine.events import ApprovalRequired, TextDelta
 from genworker.fsutil import move_file, write_atomic
 from genworker.ids import safe_join
@@ -152,19 +161,38 @@ class EventJournal:
 class ChannelIngest:
     """The route's side: claim, journal, hand to the processor. True when newly accepted."""
 
-    def __init__(self, dedupe: DedupeStore, journal: EventJournal, processor: ChannelProcessor | None = None) -> None:
+    def __init__(
+        self,
+        dedupe: DedupeStore,
+        journal: EventJournal,
+        processor: ChannelProcessor | None = None,
+        replay: ReplayGuard | None = None,
+    ) -> None:
         self.dedupe = dedupe
         self.journal = journal
         self.processor = processor
+        self.replay = replay or FileReplayGuard(journal.root)
 
-    async def accept(self, binding: ChannelBinding, message: ChannelMessage) -> bool:
-        key = f"{binding.platform}:{binding.key}:{message.event_id}"
-        if not await self.dedupe.claim(binding.tenant_id, binding.worker_id, key):
-            return False
+    async def accept(self, binding: ChannelBinding, message: ChannelMessage, replay: ReplayKey | None = None) -> bool:
+        """VerificationError `replayed` when `replay` (a signature over no body) already came with
+        another message."""
+        tenant_id, worker_id, event_id = binding.tenant_id, binding.worker_id, message.event_id
+        if replay is not None and not await self.replay.first_use(tenant_id, worker_id, replay, event_id):
+            raise VerificationError(
+                "replay", "this timestamp and sign were already used by another message", code="replayed"
+            )
+        key = f"{binding.platform}:{binding.key}:{event_id}"
         try:
-            entry = await asyncio.to_thread(self.journal.append, message)
+            if not await self.dedupe.claim(tenant_id, worker_id, key):
+                return False
+            try:
+                entry = await asyncio.to_thread(self.journal.append, message)
+            except BaseException:
+                await self.dedupe.release(tenant_id, worker_id, key)  # let the platform retry
+                raise
         except BaseException:
-            await self.dedupe.release(binding.tenant_id, binding.worker_id, key)  # let the platform retry
+            if replay is not None:
+                await self.replay.forget(tenant_id, worker_id, replay, event_id)
             raise
         if self.processor is not None:
             self.processor.submit(entry)
@@ -482,27 +510,32 @@ def create_channels(
     replier: ChannelReplier | None = None,
     inbox: InboxWriter | None = None,
     commands_backend: commands.CommandBackend | None = None,
+    replay: ReplayGuard | None = None,
 ) -> Channels:
     journal = EventJournal(registry.workspace.root)
     processor = ChannelProcessor(
         registry, journal, router=router, replier=replier, inbox=inbox, commands_backend=commands_backend
     )
-    return Channels(registry, ChannelIngest(dedupe, journal, processor), processor)
+    return Channels(registry, ChannelIngest(dedupe, journal, processor, replay), processor)
 
 
 async def build_channels(runtime: Any) -> Channels:
     """Build, start and attach (`runtime.channels`) the channel ingress; after the router and inbox.
 
-    Dedupe claims go to Redis when the runtime has a shared Redis, else to files. The replier
+    Dedupe claims and seen DingTalk signs go to Redis when the runtime has a shared Redis, else to
+    files. The replier
     is `runtime.channel_replier` when the composition root provides one (the outbound
     `ChannelDelivery`); it can also be set later on `runtime.channels.processor.replier`.
     """
     registry = ChannelRegistry(runtime.registry)
     aredis = getattr(runtime, "aredis", None)
-    dedupe: DedupeStore = RedisDedupeStore(aredis) if aredis is not None else FileDedupeStore(registry.workspace.root)
+    root = registry.workspace.root
+    dedupe: DedupeStore = RedisDedupeStore(aredis) if aredis is not None else FileDedupeStore(root)
+    replay: ReplayGuard = RedisReplayGuard(aredis) if aredis is not None else FileReplayGuard(root)
     channels = create_channels(
         registry,
         dedupe=dedupe,
+        replay=replay,
         router=runtime.router,
         replier=getattr(runtime, "channel_replier", None),
         inbox=runtime.inbox,

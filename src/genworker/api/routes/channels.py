@@ -92,20 +92,12 @@ async def _inbound(adapter_id: str, request: Request, kind: InboundKind) -> Resp
     try:
         ack = PARSERS[binding.platform](binding, inbound)
     except ChannelError as exc:
-        log.warning(
-            "[Channels] %s %s refused: check %s failed (%s): %s",
-            binding.platform,
-            adapter_id,
-            exc.check,
-            exc.code,
-            exc.message,
-        )
-        if exc.status in (401, 403):
-            metrics.record_webhook_verification_failure(binding.platform, exc.check)
-        raise ApiError(exc.status, exc.code, exc.message) from None
+        raise _refused(binding, exc) from None
     if ack.message is not None:
         try:
-            accepted = await channels.ingest.accept(binding, ack.message)
+            accepted = await channels.ingest.accept(binding, ack.message, ack.replay_key)
+        except ChannelError as exc:  # a replayed signature
+            raise _refused(binding, exc) from None
         except Exception:
             log.exception("[Channels] %s: could not journal event %s", adapter_id, ack.message.event_id)
             raise ApiError(503, "ingest_unavailable", "the event was not stored; the platform will retry") from None
@@ -120,6 +112,20 @@ async def _inbound(adapter_id: str, request: Request, kind: InboundKind) -> Resp
     elif ack.note:
         log.debug("[Channels] %s: %s", adapter_id, ack.note)
     return Response(ack.body, media_type=ack.media_type)
+
+
+def _refused(binding: ChannelBinding, exc: ChannelError) -> ApiError:
+    log.warning(
+        "[Channels] %s %s refused: check %s failed (%s): %s",
+        binding.platform,
+        binding.adapter_id,
+        exc.check,
+        exc.code,
+        exc.message,
+    )
+    if exc.status in (401, 403):
+        metrics.record_webhook_verification_failure(binding.platform, exc.check)
+    return ApiError(exc.status, exc.code, exc.message)
 
 
 async def _read_body(request: Request, binding: ChannelBinding) -> bytes:
