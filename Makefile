@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 run: $(STAMP)  ## serve the demo workspace on 127.0.0.1:8000
-	$(PY) start.py
+	exec $(PY) start.py
 
 test: $(STAMP)
 	$(PY) -m pytest

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from genworker import cli_chat, cli_keys, cli_local, cli_output, cli_remote
+from genworker import __version__, cli_chat, cli_keys, cli_local, cli_output, cli_remote
 from genworker.cli_http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
@@ -44,6 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="genworker", description="Runtime for digital workers.")
+    parser.add_argument("--version", action="version", version=f"genworker {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check", help="validate a workspace and list every problem")
@@ -133,28 +133,14 @@ def _print_grouped(issues: list[Issue]) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Importing the model stack and loading the workspace make hundreds of thousands of objects and
-    # almost no garbage, and full collections over that growing heap took 1-2 s of a 7-9 s start on
-    # 2 cores. The collector stays off until the runtime has started (create_app's freeze_gc
-    # collects once, freezes what start-up made, and turns it back on).
-    gc.disable()
-    import uvicorn
-
-    from genworker.api.app import create_app
-
     settings = _settings(args)
     try:
         configure_logging(settings.get("GENWORKER_LOG_FORMAT", "text") or "text", settings.log_level)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    uvicorn.run(
-        create_app(settings, freeze_gc=True),
-        host=settings.http_host,
-        port=settings.http_port,
-        log_level=settings.log_level.lower(),
-        log_config=None,  # keep configure_logging's handler (JSON lines with GENWORKER_LOG_FORMAT=json)
-    )
-    return 0
+    from genworker.cli_serve import serve
+
+    return serve(settings)
 
 
 if __name__ == "__main__":
