@@ -1,4 +1,4 @@
-"""What the CLI prints: aligned tables, JSON, and a progress bar on stderr for long operations."""
+"""What the CLI prints: aligned tables, JSON, timestamps, and a progress bar on stderr for long operations."""
 
 from __future__ import annotations
 
@@ -6,9 +6,27 @@ import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
-__all__ = ["Progress", "print_json", "print_table", "progress_enabled"]
+__all__ = ["Progress", "print_json", "print_table", "progress_enabled", "timestamp"]
+
+
+def timestamp(value: datetime | str | None) -> str:
+    """The one way the CLI shows a moment: ISO 8601 in UTC, to the second (`2026-12-04T05:08:27Z`).
+
+    Accepts a datetime or an ISO string as the API sends it; a naive one is taken as UTC, None is
+    `-`, and a string that is not a time is shown as it came.
+    """
+    if value is None or value == "":
+        return "-"
+    try:
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    except ValueError:
+        return str(value)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def print_json(value: Any) -> None:

@@ -7,17 +7,18 @@ answer as it came, otherwise an aligned table or a short summary.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from datetime import datetime
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from genworker.cli_http import CliError, Remote, add_remote_arguments, remote_from_args, worker_path
-from genworker.cli_output import print_json, print_table
+from genworker.cli_output import print_json, print_table, timestamp
 
 __all__ = ["register"]
 
 Handler = Callable[[argparse.Namespace, Remote, str], int]
+
+FAILED_STATES = frozenset({"failed", "budget_exceeded", "interrupted"})  # a run that ended without doing its work
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,7 +90,7 @@ def _inbox_list(args: argparse.Namespace, remote: Remote, base: str) -> int:
             "event": i["event_type"],
             "source": i["source_id"],
             "attempts": i["attempts"],
-            "created": i["created_at"],
+            "created": timestamp(i["created_at"]),
             "last_error": i.get("last_error"),
         }
         for i in body["items"]
@@ -123,7 +124,7 @@ def _confirmations_list(args: argparse.Namespace, remote: Remote, base: str) -> 
         {
             "id": c["confirmation_id"],
             "status": c.get("status"),
-            "created": c.get("created_at"),
+            "created": timestamp(c.get("created_at")),
             "text": c.get("text"),
             "reasons": "; ".join(c.get("reasons") or ()),
         }
@@ -145,7 +146,7 @@ def _decide(args: argparse.Namespace, remote: Remote, base: str) -> int:
         print(f"run {run['run_id']}: {run['state']}")
     if body.get("output"):
         print(body["output"])
-    return 0
+    return _run_exit(remote, base, run, quiet=False)
 
 
 # -- duties ------------------------------------------------------------------------------------
@@ -159,15 +160,14 @@ def _duties_list(args: argparse.Namespace, remote: Remote, base: str) -> int:
     rows = []
     for duty in listed["duties"]:
         for trigger in duty["triggers"]:
-            every = f"every {trigger['interval']:g} s" if "interval" in trigger else ""
             rows.append(
                 {
                     "duty": duty["duty_id"],
                     "status": duty["status"],
                     "trigger": trigger["id"],
                     "type": trigger["type"],
-                    "next": _local(trigger.get("next_fire"), trigger.get("timezone")),
-                    "schedule": trigger.get("cron") or every,
+                    "next": timestamp(trigger.get("next_fire")),
+                    "schedule": _schedule(trigger),
                     "title": duty["title"],
                 }
             )
@@ -176,27 +176,39 @@ def _duties_list(args: argparse.Namespace, remote: Remote, base: str) -> int:
     return 0
 
 
-def _local(at: str | None, zone: str | None) -> str:
-    """An ISO time in the trigger's zone, e.g. 2026-03-02 22:00 Asia/Tokyo; '-' when there is none."""
-    if not at:
-        return "-"
-    moment = datetime.fromisoformat(at)
-    name = zone or "UTC"
-    return f"{moment.astimezone(ZoneInfo(name)):%Y-%m-%d %H:%M} {name}"
+def _schedule(trigger: Mapping[str, Any]) -> str:
+    """`0 22 * * * Asia/Tokyo` (a cron runs in its zone), `every 300 s`, or empty for other triggers."""
+    if trigger.get("cron"):
+        return f"{trigger['cron']} {trigger.get('timezone') or 'UTC'}"
+    return f"every {trigger['interval']:g} s" if "interval" in trigger else ""
 
 
 def _duty_run(args: argparse.Namespace, remote: Remote, base: str) -> int:
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     body: dict[str, Any] = {"trigger_id": args.trigger} if args.trigger else {}
     answer = remote.post(f"{base}/duties/{_segment(args.duty_id)}/run", body or None, headers=headers)
+    run = answer["run"]
     if args.json:
         print_json(answer)
+    else:
+        print(f"duty {answer['duty_id']} ({answer['trigger_id']}): run {run['run_id']} {run['state']}")
+        if not answer.get("created"):
+            print("(an earlier run with this idempotency key; nothing new was started)")
+    return _run_exit(remote, base, run, quiet=args.json)
+
+
+def _run_exit(remote: Remote, base: str, run: Mapping[str, Any] | None, *, quiet: bool) -> int:
+    """1 when the run failed, with its error on stderr (`genworker: run failed: code: message`); else 0."""
+    if not run or run.get("state") not in FAILED_STATES:
         return 0
-    run = answer["run"]
-    print(f"duty {answer['duty_id']} ({answer['trigger_id']}): run {run['run_id']} {run['state']}")
-    if not answer.get("created"):
-        print("(an earlier run with this idempotency key; nothing new was started)")
-    return 0
+    if not quiet:
+        try:
+            error = remote.get(f"{base}/runs/{_segment(run['run_id'])}").get("error") or {}
+        except CliError:  # the run failed either way; its record is only the detail
+            error = {}
+        detail = f"{error['code']}: {error.get('message')}" if error.get("code") else run["state"]
+        print(f"genworker: run failed: {' '.join(detail.split())}", file=sys.stderr)  # one line
+    return 1
 
 
 # -- runs --------------------------------------------------------------------------------------
@@ -207,7 +219,11 @@ def _runs_list(args: argparse.Namespace, remote: Remote, base: str) -> int:
     if args.json:
         print_json(body)
         return 0
-    print_table(body["runs"], ["run_id", "state", "created_at", "finished_at", "thread_id"], empty="(no runs)")
+    rows = [
+        {**run, "created_at": timestamp(run.get("created_at")), "finished_at": timestamp(run.get("finished_at"))}
+        for run in body["runs"]
+    ]
+    print_table(rows, ["run_id", "state", "created_at", "finished_at", "thread_id"], empty="(no runs)")
     return 0
 
 

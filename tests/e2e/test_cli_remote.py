@@ -10,6 +10,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -21,20 +22,26 @@ import pytest
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, new_item
 from genworker.cli import main
-from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, serve
+from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, serve
 from genworker.testing.live_server import LiveServer
 
 GENWORKER = Path(sys.executable).with_name("genworker")
+DAY = r"\d{4}-\d\d-\d\d"
+MOMENT = DAY + r"T\d\d:\d\d:\d\dZ"  # the CLI's one timestamp format: ISO 8601 in UTC, to the second
 GATED = (
     "---\nduty_id: pay\ntitle: Pay invoices\ntriggers: [{id: m, type: manual}, "
     "{id: nightly, type: schedule, cron: '0 22 * * *', timezone: Asia/Tokyo}]\n"
     "contract: {version: '1', approval: {required: true}}\n---\nPay the invoice.\n"
 )
+SWEEP = "---\nduty_id: sweep\ntitle: Sweep\ntriggers: [{id: now, type: manual}]\n---\nSweep the floor.\n"
 
 
 @pytest.fixture
 def workspace(small_workspace: Callable[..., Path]) -> Path:
-    root = small_workspace({"acme": ["alice", "bob"]}, {"tenants/acme/workers/alice/duties/pay.md": GATED})
+    root = small_workspace(
+        {"acme": ["alice", "bob"]},
+        {"tenants/acme/workers/alice/duties/pay.md": GATED, "tenants/acme/workers/bob/duties/sweep.md": SWEEP},
+    )
     (root / "tenants/acme/workers/alice/files").mkdir()
     (root / "tenants/acme/workers/alice/files/notes.md").write_text("buy milk", encoding="utf-8")
     return root
@@ -86,6 +93,8 @@ def test_task_streams_the_answer_and_shows_tool_calls_then_runs_list_and_show(
     assert shown[0] == 0 and f"run {summary['run_id']}  state completed" in shown[1]
     assert "model calls (1)" in shown[1] and "tool calls (0)" in shown[1]
     assert table[1].splitlines()[0].split() == ["RUN_ID", "STATE", "CREATED_AT", "FINISHED_AT", "THREAD_ID"]
+    newest = table[1].splitlines()[1].split()
+    assert newest[0] == summary["run_id"] and re.fullmatch(MOMENT, newest[2]) and re.fullmatch(MOMENT, newest[3])
 
 
 def test_chat_keeps_the_thread_across_messages(
@@ -125,7 +134,8 @@ def test_duties_confirmations_and_their_conflicts(
         approved = cli(capsys, server, api_key, "confirmations", "approve", "alice", gate["confirmation_id"])
         empty = cli(capsys, server, api_key, "confirmations", "list", "alice")
 
-    assert listed[0] == 0 and "22:00 Asia/Tokyo" in listed[1] and "pay" in listed[1] and "nightly" in listed[1]
+    (nightly,) = [line for line in listed[1].splitlines() if "nightly" in line]
+    assert listed[0] == 0 and re.search(rf" {DAY}T13:00:00Z +0 22 \* \* \* Asia/Tokyo ", nightly), nightly
     (pay,) = duties["duties"]
     assert [(t["id"], "next_fire" in t) for t in pay["triggers"]] == [("m", False), ("nightly", True)]
     assert first[0] == 0 and "duty pay (m): run " in first[1] and "waiting_approval" in first[1]
@@ -133,9 +143,31 @@ def test_duties_confirmations_and_their_conflicts(
     assert rejected == (0, f"{waiting['confirmation_id']}: rejected\n", "")
     assert twice[0] == 1 and twice[2].startswith("genworker: conflict (409): ") and twice[2].count("\n") == 1
     assert gate["confirmation_id"] in table[1] and "Pay the invoice" in table[1]
+    assert re.search(rf"  pending  {MOMENT}  ", table[1]), table[1]
     assert approved[0] == 0 and f"{gate['confirmation_id']}: approved" in approved[1]
     assert "completed" in approved[1] and approved[1].rstrip().endswith("Paid.")
     assert empty[1] == "(no pending confirmations)\n"
+
+
+def test_a_failed_run_exits_1_with_its_error(
+    tmp_path: Path, workspace: Path, api_key: str, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    model_server.expect(*(Fail(400, "the provider refused") for _ in range(3)))
+    with serve(tmp_path, workspace, model_server) as server:
+        failed = cli(capsys, server, api_key, "duties", "run", "bob", "sweep")
+        as_json = cli(capsys, server, api_key, "duties", "run", "bob", "sweep", "--json")
+        cli(capsys, server, api_key, "duties", "run", "alice", "pay")
+        pending = cli(capsys, server, api_key, "confirmations", "list", "alice", "--json")[1]
+        (gate,) = json.loads(pending)["confirmations"]
+        approved = cli(capsys, server, api_key, "confirmations", "approve", "alice", gate["confirmation_id"])
+
+    code, out, err = failed
+    assert code == 1 and out.startswith("duty sweep (now): run ") and out.rstrip().endswith(" failed")
+    assert err.startswith("genworker: run failed: ") and "the provider refused" in err and err.count("\n") == 1
+    assert as_json[0] == 1 and json.loads(as_json[1])["run"]["state"] == "failed" and as_json[2] == ""
+    assert approved[0] == 1 and f"{gate['confirmation_id']}: approved" in approved[1]
+    assert approved[2].startswith("genworker: run failed: ") and "the provider refused" in approved[2]
 
 
 def test_inbox_list_and_requeue(
@@ -158,7 +190,7 @@ def test_inbox_list_and_requeue(
         after = json.loads(cli(capsys, server, api_key, "inbox", "list", "alice", "--json")[1])
         missing = cli(capsys, server, api_key, "inbox", "requeue", "alice", "nope")
     assert dead[0] == 0 and item.item_id in dead[1] and "the mail server said no" in dead[1]
-    assert "dead: 1" in dead[1]
+    assert "dead: 1" in dead[1] and re.search(rf"  {MOMENT}  ", dead[1]), dead[1]
     assert requeued == (0, f"requeued {item.item_id}: now pending\n", "")
     assert after["counts"]["pending"] == 1 and after["counts"]["dead"] == 0
     assert missing[0] == 1 and missing[2].startswith("genworker: inbox_item_not_found (404)")
