@@ -1,6 +1,7 @@
 """`genworker keys create|revoke|list`: manage a tenant's API keys from the shell.
 
 `create` prints the key alone on the last line of stdout, so `... | tail -1` captures it.
+`revoke` finds the key's tenant itself: key ids are unique in a workspace.
 """
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC
 from pathlib import Path
 
-from genworker.auth import ApiKeyInfo, ApiKeyStore, AuthError
+from genworker.auth import KEY_FILE, ApiKeyInfo, ApiKeyStore, AuthError, UnknownKeyError
 from genworker.auth.keys import parse_key
+from genworker.cli_output import timestamp
 from genworker.settings import load_settings
 
 __all__ = ["register"]
@@ -29,7 +30,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     create.set_defaults(handler=_create)
 
     revoke = actions.add_parser("revoke", help="revoke a key; servers refuse it on the next request")
-    _common(revoke)
+    _common(revoke, tenant_required=False)
     revoke.add_argument("key_id", help="the key_id (or the whole key)")
     revoke.set_defaults(handler=_revoke)
 
@@ -39,8 +40,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     listing.set_defaults(handler=_list)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tenant", required=True, help="tenant id")
+def _common(parser: argparse.ArgumentParser, *, tenant_required: bool = True) -> None:
+    what = "tenant id" if tenant_required else "tenant id (default: the tenant whose key it is)"
+    parser.add_argument("--tenant", required=tenant_required, help=what)
     parser.add_argument("--workspace", type=Path, help="workspace folder (default GENWORKER_WORKSPACE)")
 
 
@@ -70,13 +72,36 @@ def _create(args: argparse.Namespace) -> int:
 def _revoke(args: argparse.Namespace) -> int:
     parsed = parse_key(args.key_id)
     key_id = parsed[0] if parsed else args.key_id
+    store = _store(args)
     try:
-        info = _store(args).revoke(args.tenant, key_id)
+        info = store.revoke(args.tenant or _owner(store, key_id), key_id)
     except AuthError as exc:
         return _fail(exc)
-    when = info.revoked_at.isoformat() if info.revoked_at else "now"
-    print(f"Revoked key {key_id} of tenant {args.tenant} (at {when}).")
+    print(f"Revoked key {key_id} of tenant {info.tenant_id} (at {timestamp(info.revoked_at)}).")
     return 0
+
+
+def _owner(store: ApiKeyStore, key_id: str) -> str:
+    """The tenant whose key file has `key_id` (create keeps key ids unique across tenants)."""
+    tenants = store.root / "tenants"
+    owners, unreadable = [], []
+    for folder in sorted(tenants.iterdir()) if tenants.is_dir() else ():
+        if not (folder / KEY_FILE).is_file():
+            continue
+        try:
+            keys = store.list(folder.name)
+        except AuthError as exc:
+            unreadable.append(exc)
+            continue
+        if any(key.key_id == key_id for key in keys):
+            owners.append(folder.name)
+    if not owners and unreadable:
+        raise AuthError(f"no readable key file has a key {key_id!r}; unreadable: {unreadable[0]}")
+    if not owners:
+        raise UnknownKeyError(f"no tenant under {tenants} has a key {key_id!r} (see `genworker keys list`)")
+    if len(owners) > 1:
+        raise AuthError(f"key {key_id!r} is in several tenants' key files ({', '.join(owners)}): pass --tenant")
+    return owners[0]
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -99,5 +124,4 @@ def _list(args: argparse.Namespace) -> int:
 def _row(key: ApiKeyInfo) -> str:
     status = "active" if key.active else "revoked"
     workers = "all" if key.workers is None else ",".join(key.workers)
-    created = key.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    return f"{key.key_id:<14}{status:<9}{created:<22}{workers:<24}{key.label}"
+    return f"{key.key_id:<14}{status:<9}{timestamp(key.created_at):<22}{workers:<24}{key.label}"

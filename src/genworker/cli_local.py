@@ -31,7 +31,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     memory = commands.add_parser("memory", help="a worker's memory on this machine's workspace")
     actions = memory.add_subparsers(dest="memory_command", required=True)
     reindex = actions.add_parser("reindex", help="rebuild the memory search index from the episode files")
-    reindex.add_argument("worker", nargs="?", help="TENANT/WORKER (or use --all)")
+    reindex.add_argument("worker", nargs="?", help="WORKER or TENANT/WORKER (or use --all)")
     reindex.add_argument("--all", action="store_true", help="every worker of every tenant")
     reindex.add_argument("--workspace", type=Path, help="workspace folder (default GENWORKER_WORKSPACE)")
     reindex.add_argument("--json", action="store_true", help="machine-readable output")
@@ -41,7 +41,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _targets(args: argparse.Namespace, workspace: Path) -> list[tuple[str, str]]:
     if args.all == bool(args.worker):
-        raise CliError("name one TENANT/WORKER or pass --all", 2)
+        raise CliError("name one WORKER (or TENANT/WORKER) or pass --all", 2)
     if args.all:
         found = sorted(
             (tenant.name, worker.name)
@@ -52,15 +52,28 @@ def _targets(args: argparse.Namespace, workspace: Path) -> list[tuple[str, str]]
         if not found:
             raise CliError(f"no workers under {workspace / 'tenants'}")
         return found
-    tenant_id, sep, worker_id = args.worker.partition("/")
-    if not sep:
-        raise CliError(f"worker {args.worker!r}: memory reindex needs TENANT/WORKER", 2)
+    tenant_id, sep, worker_id = args.worker.rpartition("/")
     try:
-        validate_id(tenant_id, "tenant id")
+        if sep:
+            validate_id(tenant_id, "tenant id")
         validate_id(worker_id, "worker id")
     except InvalidIdError as exc:
-        raise CliError(str(exc), 2) from None
-    return [(tenant_id, worker_id)]
+        raise CliError(f"worker {args.worker!r}: {exc}", 2) from None
+    return [(tenant_id or _tenant_of(workspace, worker_id), worker_id)]
+
+
+def _tenant_of(workspace: Path, worker_id: str) -> str:
+    """The one tenant with a worker `worker_id`; name it as TENANT/WORKER when there are several."""
+    tenants = sorted(
+        folder.name
+        for folder in (workspace / "tenants").glob("*")
+        if not folder.name.startswith(".") and (folder / "workers" / worker_id).is_dir()
+    )
+    if not tenants:
+        raise CliError(f"no worker {worker_id!r} in any tenant under {workspace / 'tenants'}")
+    if len(tenants) > 1:
+        raise CliError(f"worker {worker_id!r} is in tenants {', '.join(tenants)}: name it as TENANT/WORKER", 2)
+    return tenants[0]
 
 
 def _reindex(args: argparse.Namespace) -> int:

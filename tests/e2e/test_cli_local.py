@@ -58,15 +58,33 @@ def test_memory_reindex_shows_progress_and_reports_counts(
     assert err == ""
 
 
+def test_memory_reindex_takes_a_worker_like_every_other_verb(
+    small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workspace = small_workspace({"acme": ["alice", "bob"], "globex": ["bob"]})
+    write_episodes(workspace, "acme", "alice", 2)
+    write_episodes(workspace, "globex", "bob", 1)
+
+    assert main(["memory", "reindex", "alice", "--no-progress", "--workspace", str(workspace)]) == 0
+    assert capsys.readouterr() == ("acme/alice: 2 episodes indexed\n", "")
+    assert main(["memory", "reindex", "globex/bob", "--no-progress", "--workspace", str(workspace)]) == 0
+    assert capsys.readouterr() == ("globex/bob: 1 episodes indexed\n", "")
+    assert main(["memory", "reindex", "bob", "--workspace", str(workspace)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "genworker: worker 'bob' is in tenants acme, globex: name it as TENANT/WORKER\n",
+    )
+
+
 def test_memory_reindex_errors_are_one_line(
     small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     workspace = small_workspace({"acme": ["alice"]})
     for argv, code, message in (
         (("acme/nobody",), 1, "genworker: memory reindex acme/nobody: no worker 'nobody' in tenant 'acme'"),
-        (("alice",), 2, "genworker: worker 'alice': memory reindex needs TENANT/WORKER"),
-        (("acme/alice", "--all"), 2, "genworker: name one TENANT/WORKER or pass --all"),
-        (("acme/../x",), 2, "genworker: "),
+        (("nobody",), 1, "genworker: no worker 'nobody' in any tenant under "),
+        (("acme/alice", "--all"), 2, "genworker: name one WORKER (or TENANT/WORKER) or pass --all"),
+        (("acme/../x",), 2, "genworker: worker 'acme/../x': "),
     ):
         assert main(["memory", "reindex", *argv, "--workspace", str(workspace)]) == code
         out, err = capsys.readouterr()

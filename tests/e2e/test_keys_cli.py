@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -96,8 +97,10 @@ def test_list_and_revoke(workspace: Path, env: dict[str, str]) -> None:
     assert [k["label"] for k in listed] == ["ci", ""] and [k["workers"] for k in listed] == [None, ["alice"]]
     assert plaintext.split("_", 2)[2] not in json.dumps(listed) and "hash" not in listed[0]
 
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", table[1].split()[2]), table[1]
     revoked = keys(env, "revoke", *where, key_id)
     assert revoked.returncode == 0 and f"Revoked key {key_id}" in revoked.stdout
+    assert re.search(r" \(at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\)\.$", revoked.stdout.strip()), revoked.stdout
     assert ApiKeyStore(workspace).verify(plaintext) is None
     status = {k["key_id"]: k["active"] for k in json.loads(keys(env, "list", *where, "--json").stdout)}
     assert status[key_id] is False and sum(status.values()) == 1
@@ -107,6 +110,25 @@ def test_list_and_revoke(workspace: Path, env: dict[str, str]) -> None:
     other_tenant = keys(env, "revoke", "--tenant", "globex", "--workspace", str(workspace), key_id)
     assert other_tenant.returncode != 0
     assert keys(env, "list", "--tenant", "nope", "--workspace", str(workspace)).returncode != 0
+
+
+def test_revoke_finds_the_tenant_of_a_whole_key_or_a_key_id(workspace: Path, env: dict[str, str]) -> None:
+    ws = ["--workspace", str(workspace)]
+    acme = keys(env, "create", "--tenant", "acme", *ws).stdout.splitlines()[-1]
+    globex = keys(env, "create", "--tenant", "globex", *ws).stdout.splitlines()[-1]
+    keep = keys(env, "create", "--tenant", "globex", *ws).stdout.splitlines()[-1]
+
+    by_key = keys(env, "revoke", *ws, globex)
+    by_id = keys(env, "revoke", *ws, acme.split("_")[1])
+    unknown = keys(env, "revoke", *ws, "000000000000")
+
+    assert by_key.returncode == 0, by_key.stderr
+    assert by_key.stdout.startswith(f"Revoked key {globex.split('_')[1]} of tenant globex (at ")
+    assert by_id.returncode == 0 and "of tenant acme (at " in by_id.stdout, by_id.stderr
+    store = ApiKeyStore(workspace)
+    assert store.verify(globex) is None and store.verify(acme) is None and store.verify(keep) is not None
+    assert unknown.returncode == 1 and unknown.stdout == "" and len(unknown.stderr.splitlines()) == 1
+    assert "no tenant under " in unknown.stderr and "has a key '000000000000'" in unknown.stderr
 
 
 def test_a_malformed_key_file_is_named(workspace: Path, env: dict[str, str]) -> None:
