@@ -44,6 +44,7 @@ async def test_demo_analyst_context(demo_workspace: Path) -> None:
     assert [m["content"] for m in ctx.messages()[1:]] == [
         "How did signups do last week?",
         "Up 4.2% week over week.",
-        "And activation?\n\nTask provenance: source_type=im, source_id=slack:C1",
+        "And activation?",
     ]
+    assert prompt.endswith("\n\n## This task\n- source_type: im")  # who sent it (source_id) is for audit
     assert all(usage.tokens <= usage.quota for usage in ctx.stats.values())

@@ -193,9 +193,10 @@ async def test_history_keeps_its_quota_when_other_segments_are_full() -> None:
     assert ctx.stats[SegmentName.HISTORY].quota >= config.quota(SegmentName.HISTORY)
 
 
-async def test_provenance_in_the_task_segment() -> None:
+async def test_provenance_goes_to_the_system_prompt_never_into_the_task() -> None:
     provenance = TaskProvenance(
         source_type="duty",
+        source_id="weekly-review",
         duty_id="weekly-review",
         goal_id="q3-close",
         scheduled_for=datetime(2025, 1, 6, 9, tzinfo=UTC),
@@ -203,12 +204,26 @@ async def test_provenance_in_the_task_segment() -> None:
         governance_decision=GovernanceVerdict(action="auto", posture="normal"),
     )
     ctx = await build_managed_context(make_worker(), "Review the week", [], provenance=provenance)
-    assert ctx.task.startswith("Review the week\n\nTask provenance: source_type=duty, goal_id=q3-close")
-    assert "governance=action=auto posture=normal" in ctx.task
-    assert "idempotency" not in ctx.task
-    assert ctx.provenance["duty_id"] == "weekly-review"
-    plain = await build_managed_context(make_worker(), "x", [], provenance={"source_type": "im", "empty": None})
-    assert plain.task == "x\n\nTask provenance: source_type=im"
+    assert ctx.task == "Review the week" and ctx.messages()[-1] == {"role": "user", "content": "Review the week"}
+    assert ctx.system_prompt.endswith(
+        "\n\n## This task\n- source_type: duty\n- goal_id: q3-close\n- duty_id: weekly-review\n"
+        "- scheduled_for: 2025-01-06T09:00:00+00:00"
+    )
+    for audit_only in ("k-1", "governance", "posture", "source_id"):
+        assert audit_only not in ctx.system_prompt
+    assert ctx.provenance["duty_id"] == "weekly-review" and "source_id" not in ctx.provenance
+    # who sent a message (an API key id, an IM sender) is not the model's business, and a person's
+    # message needs no note that it is one
+    for source_type in ("chat", "task", "openai"):
+        chat = await build_managed_context(
+            make_worker(), "hi", [], provenance=TaskProvenance(source_type=source_type, source_id="f1e23980d55a")
+        )
+        assert chat.provenance == {} and "This task" not in chat.system_prompt and chat.task == "hi"
+        assert "f1e23980d55a" not in str(chat.messages())
+    plain = {"source_type": "sensor", "source_id": "slack:C1", "empty": None}
+    sensed = await build_managed_context(make_worker(), "x", [], provenance=plain)
+    assert sensed.task == "x" and dict(sensed.provenance) == {"source_type": "sensor"}
+    assert sensed.total_tokens > (await build_managed_context(make_worker(), "x", [])).total_tokens  # it is counted
 
 
 # -- thread isolation ---------------------------------------------------------------

@@ -76,7 +76,7 @@ async def build_managed_context(
         rules_segment(worker, config.quota(SegmentName.CONSTRAINTS_RULES)),
         contacts_segment(worker, config.quota(SegmentName.CONTACTS)),
         memory_segment(memory, config.quota(SegmentName.MEMORY)),
-        task_segment(task_text, facts, config.quota(SegmentName.TASK)),
+        task_segment(task_text, config.quota(SegmentName.TASK)),
     )
     context = ManagedContext(
         segments=segments,

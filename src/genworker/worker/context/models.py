@@ -171,7 +171,7 @@ class ManagedContext:
     thread_id: str | None = None
     summary: str | None = None  # set when older history was replaced by a summary note
     compaction: tuple[CompactionRecord, ...] = ()
-    provenance: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    provenance: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # told the model: `origin`
     # history_tokens, counted once: compaction asks for it several times per turn, and a long thread's
     # history is thousands of messages (`replace()` starts a new context without it)
     _history_tokens: int | None = field(default=None, init=False, repr=False, compare=False)
@@ -183,8 +183,17 @@ class ManagedContext:
         raise KeyError(name)
 
     @property
+    def origin(self) -> str:
+        """Where the task came from, last in the system prompt (it changes with every run); a few
+        short lines, outside the quotas."""
+        if not self.provenance:
+            return ""
+        return "\n".join(("## This task", *(f"- {k}: {v}" for k, v in self.provenance.items())))
+
+    @property
     def system_prompt(self) -> str:
-        return "\n\n".join(s.text for s in self.segments if s.name in SYSTEM_SEGMENTS and s.text)
+        parts = [s.text for s in self.segments if s.name in SYSTEM_SEGMENTS and s.text]
+        return "\n\n".join((*parts, self.origin) if self.provenance else parts)
 
     @property
     def task(self) -> str:

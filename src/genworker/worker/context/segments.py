@@ -1,5 +1,5 @@
 """The text of each segment, cut to its quota: identity, constraints and rules, contacts,
-memory (the system prompt, in that order) and the task with its provenance.
+memory (the system prompt, in that order) and the task; and the provenance facts the model is told.
 
 List segments keep whole items in order and count what did not fit; identity and task are
 cut as text, keeping the identity's head and the task's head and tail.
@@ -7,8 +7,8 @@ cut as text, keeping the identity's head and the task's head and tail.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 
 from genworker.worker.context.models import ContextSegment, MemoryItem, SegmentName
 from genworker.worker.context.tokens import count_tokens, truncate_tokens
@@ -26,10 +26,11 @@ __all__ = [
     "task_segment",
 ]
 
-# What the model is told about a task's origin; snapshot refs and keys are for audit, not the model.
+# What the model is told about a task's origin, in the system prompt: the kind of source and what
+# links the task to the worker's duties, goals and processes. Who or what sent it (`source_id`: an API
+# key id, an IM sender, an inbox item), the governance verdict, snapshot refs and keys are for audit.
 _PROVENANCE_FIELDS = (
     "source_type",
-    "source_id",
     "goal_id",
     "duty_id",
     "trigger_id",
@@ -139,24 +140,26 @@ def memory_segment(memory: Sequence[str | MemoryItem], quota: int) -> ContextSeg
     return _fill(SegmentName.MEMORY, "## Relevant memory", items, quota)
 
 
+# A person's message speaks for itself: its source alone tells the model nothing.
+_CONVERSATIONAL = frozenset({"chat", "task", "openai"})
+
+
+def _fact(value: object) -> str:
+    return value.isoformat(timespec="seconds") if isinstance(value, datetime) else str(value)
+
+
 def provenance_items(provenance: TaskProvenance | Mapping[str, object] | None) -> dict[str, str]:
+    """The provenance facts the model is told (see `_PROVENANCE_FIELDS`), in that order."""
     if provenance is None:
         return {}
-    if isinstance(provenance, TaskProvenance):
-        values: dict[str, object] = {f: getattr(provenance, f) for f in _PROVENANCE_FIELDS}
-        verdict = provenance.governance_decision
-        if verdict is not None:
-            values["governance"] = " ".join(
-                f"{f.name}={getattr(verdict, f.name)}" for f in dataclasses.fields(verdict) if getattr(verdict, f.name)
-            )
-    else:
-        values = dict(provenance)
-    return {k: str(v) for k, v in values.items() if v not in (None, "", (), [])}
+    get = provenance.get if isinstance(provenance, Mapping) else lambda f: getattr(provenance, f)
+    facts = {f: _fact(v) for f in _PROVENANCE_FIELDS if (v := get(f)) not in (None, "", (), [])}
+    if facts.keys() <= {"source_type"} and facts.get("source_type", "chat") in _CONVERSATIONAL:
+        return {}
+    return facts
 
 
-def task_segment(task_text: str, provenance: Mapping[str, str], quota: int) -> ContextSegment:
-    footer = "Task provenance: " + ", ".join(f"{k}={v}" for k, v in provenance.items()) if provenance else ""
-    room = quota - (count_tokens(footer) + 2 if footer else 0)
-    body = truncate_tokens(task_text, max(room, 0), keep="middle", what="task text")
-    text = f"{body}\n\n{footer}" if footer else body
-    return ContextSegment(SegmentName.TASK, text, quota, truncated=body != task_text)
+def task_segment(task_text: str, quota: int) -> ContextSegment:
+    """The task as given (the user's message, a duty's action): never anything of ours added."""
+    body = truncate_tokens(task_text, quota, keep="middle", what="task text")
+    return ContextSegment(SegmentName.TASK, body, quota, truncated=body != task_text)
