@@ -22,29 +22,34 @@ STARTUP_FAILURE = 3  # uvicorn's exit status when the app's start-up fails
 BACKLOG = 2048  # uvicorn's default
 
 
-def listen(host: str, port: int) -> socket.socket:
-    """A socket listening on host:port, or a CliError naming them."""
+def listen(host: str, port: int) -> list[socket.socket]:
+    """Sockets listening on every address of host:port (`localhost` may be 127.0.0.1 and ::1, as
+    uvicorn would bind them), or a CliError naming host:port."""
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock = socket.socket(family, kind, proto)
+    sockets: list[socket.socket] = []
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(BACKLOG)  # from now on connections wait in the backlog until start-up has finished
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:  # :: next to 0.0.0.0 must not claim the IPv4 port too
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(BACKLOG)  # from now on connections wait in the backlog until start-up has finished
     except OSError as exc:
-        sock.close()
+        for sock in sockets:
+            sock.close()
         taken = exc.errno == errno.EADDRINUSE
         hint = " (another process is serving it: stop it or choose another --port / HTTP_PORT)" if taken else ""
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
-    return sock
+    return sockets
 
 
 def serve(settings: Settings) -> int:
-    listener = listen(settings.http_host, settings.http_port)
+    listeners = listen(settings.http_host, settings.http_port)
     # Importing the model stack and loading the workspace make hundreds of thousands of objects and
     # almost no garbage, and full collections over that growing heap took 1-2 s of a 7-9 s start on
     # 2 cores. The collector stays off until the runtime has started (create_app's freeze_gc
@@ -57,8 +62,8 @@ def serve(settings: Settings) -> int:
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
-            if self.started:  # uvicorn says this itself only for the sockets it binds
-                host, port = listener.getsockname()[:2]
+            for sock in listeners if self.started else ():  # uvicorn says this only for sockets it binds
+                host, port = sock.getsockname()[:2]
                 logging.getLogger("uvicorn.error").info(
                     "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
                     f"[{host}]" if ":" in host else host,
@@ -82,6 +87,9 @@ def serve(settings: Settings) -> int:
     # `make run`: `make: *** Terminated`, exit 2). This one makes a finished shutdown exit 0, and stops
     # the server right after start-up if the SIGTERM comes before uvicorn listens for signals.
     signal.signal(signal.SIGTERM, stop)
-    with listener:
-        server.run(sockets=[listener])
+    try:
+        server.run(sockets=listeners)
+    finally:
+        for sock in listeners:
+            sock.close()
     return 0 if server.started else STARTUP_FAILURE
