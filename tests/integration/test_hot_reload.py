@@ -105,6 +105,24 @@ async def test_invalid_edit_keeps_last_good_and_records_the_error(small_workspac
         assert registry.worker("acme", "alice").persona.identity.role == "fixed"  # type: ignore[union-attr]
 
 
+async def test_an_oversized_persona_is_refused_and_the_last_good_version_keeps_serving(
+    small_workspace: Callable[..., Path],
+) -> None:
+    root = small_workspace()
+    async with watching(root) as (registry, reloads):
+        good = registry.worker("acme", "alice")
+        path = _persona(root, "alice")
+        grown = path.with_name(".PERSONA.md.tmp")  # written aside and renamed: the reload sees it whole
+        grown.write_text(path.read_text(encoding="utf-8") + "x" * (300 * 1024), encoding="utf-8")
+        grown.replace(path)
+        outcome = await reloads.wait_for("acme/alice")
+        assert not outcome.ok and outcome.kept_last_good
+        (error,) = outcome.errors
+        assert error.file == "tenants/acme/workers/alice/PERSONA.md"
+        assert "KiB, over the 256 KiB limit for PERSONA.md files (GENWORKER_MAX_PERSONA_KIB" in error.message
+        assert registry.worker("acme", "alice") is good
+
+
 async def test_deleted_worker_is_unloaded_and_new_one_picked_up(small_workspace: Callable[..., Path]) -> None:
     root = small_workspace()
     async with watching(root) as (registry, reloads):
