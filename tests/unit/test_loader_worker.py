@@ -364,7 +364,8 @@ def test_contact_index_that_is_not_utf8_is_an_error_not_a_crash(ws) -> None:
     index.write_bytes(b'{"person_id": "caf\xe9"}\n')
     (issue,) = ws.worker_errors()
     assert issue.file.endswith("contacts/index.jsonl")
-    assert (issue.line, issue.message) == (1, "not UTF-8 text: byte 0xe9 at line 1, column 19 (invalid continuation byte)")
+    assert issue.line == 1
+    assert issue.message == "not UTF-8 text: byte 0xe9 at line 1, column 19 (invalid continuation byte)"
 
 
 # -- channel credentials ------------------------------------------------------------
