@@ -6,13 +6,14 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from genworker.ids import InvalidIdError, validate_id
+from genworker.workspace.documents import read_markdown
 from genworker.workspace.errors import Issue, WorkspaceError
-from genworker.workspace.limits import DEFAULT_LIMITS, FileLimits
+from genworker.workspace.limits import DEFAULT_LIMITS, FileLimits, SizeLimit
 
-__all__ = ["Collector", "Scope"]
+__all__ = ["Collector", "Scope", "load_by_id"]
 
 T = TypeVar("T")
 
@@ -128,3 +129,37 @@ class Collector:
     @property
     def warnings(self) -> list[Issue]:
         return [i for i in self.issues if i.severity == "warning"]
+
+
+def load_by_id(
+    scope: Scope,
+    folder: Path,
+    issues: Collector,
+    files: dict[str, str],
+    kind: str,
+    load: Any,
+    skip: frozenset[str] | set[str] = frozenset(),
+    *,
+    limit: SizeLimit,
+) -> dict[str, Any]:
+    """Load every `*.md` of `folder` with `load(doc)`; ids must be unique across files."""
+    loaded: dict[str, Any] = {}
+    for path in scope.entries(folder, issues, suffix=".md"):
+        if path.name in skip:
+            continue
+        rel = scope.rel(path)
+
+        def one(path: Path = path, rel: str = rel) -> Any:
+            return load(read_markdown(path, rel, limit=limit))
+
+        obj = issues.attempt(one)
+        if obj is None:
+            continue
+        obj_id = getattr(obj, f"{kind}_id")
+        key = f"{kind}:{obj_id}"
+        if key in files:
+            issues.error(rel, f"duplicate {kind}_id {obj_id!r}, already defined in {files[key]}", f"{kind}_id")
+            continue
+        files[key] = rel
+        loaded[obj_id] = obj
+    return loaded

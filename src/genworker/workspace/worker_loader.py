@@ -7,30 +7,26 @@ keeps serving — that is the registry's job).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
-from genworker.ids import is_inside
-from genworker.workspace.documents import Document, read_json, read_markdown, read_text, validate
+from genworker.workspace.documents import Document, read_json, read_markdown, validate
+from genworker.workspace.duties_loader import load_duties
 from genworker.workspace.errors import Issue, WorkspaceError
-from genworker.workspace.limits import SizeLimit
-from genworker.workspace.models import ChannelCredentials, Contact, DutySpec, Goal, PersonaSpec, Rule, Tenant
-from genworker.workspace.models.duty import DEFAULTABLE_FIELDS, apply_defaults, apply_defaults_deep
+from genworker.workspace.models import ChannelCredentials, DutySpec, Goal, PersonaSpec, Tenant
 from genworker.workspace.models.skill import SkillLevel
-from genworker.workspace.scan import Collector, Scope
+from genworker.workspace.people_loader import load_contacts, load_rules
+from genworker.workspace.scan import Collector, Scope, load_by_id
 from genworker.workspace.skills import effective_skills, load_skills
 from genworker.workspace.snapshot import Skill, Worker, frozen_map
 
-__all__ = ["DEFAULTS_FILE", "load_worker"]
+__all__ = ["load_worker"]
 
 _PLATFORMS = {
     name: get_args(field.annotation)[0]  # `X | None` -> X
     for name, field in ChannelCredentials.model_fields.items()
 }
-
-DEFAULTS_FILE = "_defaults.md"
 
 
 def load_worker(
@@ -54,8 +50,8 @@ def load_worker(
             persona_doc.line_of(["identity", "worker_id"]),
         )
     files: dict[str, str] = {"persona": persona_doc.rel}
-    duties = _load_duties(scope, folder / "duties", issues, files)
-    goals = _load_by_id(
+    duties = load_duties(scope, folder / "duties", issues, files)
+    goals = load_by_id(
         scope,
         folder / "goals",
         issues,
@@ -66,8 +62,8 @@ def load_worker(
     )
     own_skills = load_skills(scope, folder / persona.skills_dir, SkillLevel.WORKER, issues)
     skills = effective_skills(inherited, own_skills)
-    rules = _load_rules(scope, folder / "rules", issues, files)
-    contacts = _load_contacts(scope, folder, persona, issues, files)
+    rules = load_rules(scope, folder / "rules", issues, files)
+    contacts = load_contacts(scope, folder, persona, issues, files)
     credentials = _load_credentials(scope, folder / "CHANNEL_CREDENTIALS.json", issues)
     _check_references(persona_doc, persona, duties, goals, skills, issues, files)
     if issues.errors:
@@ -87,155 +83,6 @@ def load_worker(
         warnings=tuple(issues.warnings),
     )
     return worker, issues.warnings
-
-
-def _load_duties(scope: Scope, folder: Path, issues: Collector, files: dict[str, str]) -> dict[str, DutySpec]:
-    shared: dict[str, Any] = {}
-    defaults_path = folder / DEFAULTS_FILE
-    if defaults_path.is_file():
-
-        def read_defaults() -> tuple[Document, list[Issue]]:
-            scope.check(defaults_path)
-            return read_markdown(defaults_path, scope.rel(defaults_path), limit=scope.limits.duty), []
-
-        doc = issues.attempt(read_defaults)
-        if doc is not None:
-            shared = dict(doc.data)
-            for key in shared.keys() - DEFAULTABLE_FIELDS:
-                issues.warn(doc.rel, "not a field duties can default (ignored)", key, doc.line_of([key]))
-
-    def load(doc: Document) -> tuple[DutySpec, list[Issue]]:
-        own = dict(doc.data)
-        local = own.get("duty_defaults") or {}
-        if not isinstance(local, dict):
-            raise WorkspaceError.single(doc.rel, "must be a mapping", "duty_defaults", doc.line_of(["duty_defaults"]))
-        ignored = [
-            Issue(
-                "warning",
-                doc.rel,
-                "not a field duties can default (ignored)",
-                f"duty_defaults.{key}",
-                doc.line_of(["duty_defaults", key]),
-            )
-            for key in sorted(local.keys() - DEFAULTABLE_FIELDS)
-        ]
-        defaults = apply_defaults_deep(local, shared)
-        data = apply_defaults(own, defaults)
-        data["duty_defaults"] = defaults
-        if doc.body:
-            data["action"] = doc.body
-        duty, warnings = validate(DutySpec, doc, data)
-        return duty, ignored + warnings
-
-    return _load_by_id(scope, folder, issues, files, "duty", load, skip={DEFAULTS_FILE}, limit=scope.limits.duty)
-
-
-def _load_by_id(
-    scope: Scope,
-    folder: Path,
-    issues: Collector,
-    files: dict[str, str],
-    kind: str,
-    load: Any,
-    skip: frozenset[str] | set[str] = frozenset(),
-    *,
-    limit: SizeLimit,
-) -> dict[str, Any]:
-    """Load every `*.md` of `folder` with `load(doc)`; ids must be unique across files."""
-    loaded: dict[str, Any] = {}
-    for path in scope.entries(folder, issues, suffix=".md"):
-        if path.name in skip:
-            continue
-        rel = scope.rel(path)
-
-        def one(path: Path = path, rel: str = rel) -> Any:
-            return load(read_markdown(path, rel, limit=limit))
-
-        obj = issues.attempt(one)
-        if obj is None:
-            continue
-        obj_id = getattr(obj, f"{kind}_id")
-        key = f"{kind}:{obj_id}"
-        if key in files:
-            issues.error(rel, f"duplicate {kind}_id {obj_id!r}, already defined in {files[key]}", f"{kind}_id")
-            continue
-        files[key] = rel
-        loaded[obj_id] = obj
-    return loaded
-
-
-def _load_rules(scope: Scope, folder: Path, issues: Collector, files: dict[str, str]) -> list[Rule]:
-    rules: list[Rule] = []
-    for kind, sub in (("directive", "directives"), ("learned", "learned")):
-
-        def load(doc: Document, kind: str = kind) -> tuple[Rule, list[Issue]]:
-            stem = Path(doc.rel).stem
-            return validate(Rule, doc, {"rule_id": stem, **doc.data, "kind": kind, "text": doc.body})
-
-        for path in scope.entries(folder / sub, issues, suffix=".md"):
-            rel = scope.rel(path)
-
-            def one(path: Path = path, rel: str = rel, load: Any = load) -> tuple[Rule, list[Issue]]:
-                doc = read_markdown(path, rel, limit=scope.limits.rule, require_front_matter=False)
-                return load(doc)  # type: ignore[no-any-return]
-
-            rule = issues.attempt(one)
-            if rule is None:
-                continue
-            key = f"rule:{rule.rule_id}"
-            if key in files:
-                issues.error(rel, f"duplicate rule_id {rule.rule_id!r}, already defined in {files[key]}", "rule_id")
-                continue
-            files[key] = rel
-            rules.append(rule)
-    return sorted(rules, key=lambda r: (-r.priority, r.rule_id))
-
-
-def _load_contacts(
-    scope: Scope, folder: Path, persona: PersonaSpec, issues: Collector, files: dict[str, str]
-) -> dict[str, Contact]:
-    contacts = {c.person_id: c for c in persona.contacts}
-    for person_id in contacts:
-        files[f"person:{person_id}"] = scope.rel(folder / "PERSONA.md")
-    settings = persona.contact_settings
-    root = folder / settings.workspace_root
-    for sub in (settings.configured_dir, settings.discovered_dir):
-        contacts.update(
-            _load_by_id(
-                scope,
-                root / sub,
-                issues,
-                files,
-                "person",
-                lambda doc: validate(Contact, doc, {"notes": doc.body, **doc.data}),
-                limit=scope.limits.contact,
-            )
-        )
-    index = root / settings.index_file
-    if index.is_file():
-        if is_inside(scope.root, index):
-            _check_index(scope.rel(index), index, scope.limits.contact_index, issues)
-        else:
-            issues.error(scope.rel(index), "refused: symlink leaves the workspace")
-    return contacts
-
-
-def _check_index(rel: str, path: Path, limit: SizeLimit, issues: Collector) -> None:
-    try:
-        text = read_text(path, rel, limit)
-    except WorkspaceError as exc:
-        issues.issues.extend(exc.issues)
-        return
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError as exc:
-            issues.error(rel, f"invalid JSON line: {exc.msg}", line=number)
-            continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("person_id"), str):
-            issues.error(rel, "each line must be an object with a string person_id", "person_id", number)
 
 
 CREDENTIALS_SCHEMA_VERSION = 1
