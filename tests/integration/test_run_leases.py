@@ -5,6 +5,9 @@ finished is recorded as `outcome_unknown` (never retried)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -58,6 +61,30 @@ def test_file_leases_expire_without_renewal(tmp_path: Path) -> None:
     mine.release()
     assert not other.alive(mine.instance_id)
     assert not other.alive("../escape")  # a forged owner id is simply not alive
+
+
+def test_a_file_lease_whose_process_exited_is_dead_before_it_expires(tmp_path: Path) -> None:
+    """A crash (SIGKILL) leaves an unexpired lease; its process being gone from this host is enough."""
+    script = (
+        "import sys; from pathlib import Path; from genworker.worker.lifecycle.leases import FileInstanceLeases\n"
+        "lease = FileInstanceLeases(Path(sys.argv[1])); lease.renew(); print(lease.instance_id, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        encoding="utf-8",
+    )
+    assert child.stdout is not None
+    instance_id = child.stdout.readline().strip()
+    mine = FileInstanceLeases(tmp_path)
+    assert mine.alive(instance_id)  # running
+    child.kill()
+    child.communicate(timeout=30)
+    assert not mine.alive(instance_id)  # its lease has most of its 30 s left, but nobody holds it
+    lease = json.loads((tmp_path / "runtime" / "instances" / f"{instance_id}.json").read_text(encoding="utf-8"))
+    assert datetime.fromisoformat(lease["expires_at"]) > datetime.now(UTC)
 
 
 def test_redis_leases(redis_url: str) -> None:

@@ -160,3 +160,18 @@ def test_racing_processes_create_one_run(tmp_path: Path) -> None:
     (winner,) = set(outputs)
     assert files(tmp_path, "runs") == [f"{winner}.json"]
     assert files(tmp_path, "tasks/active") == [f"t{winner.removeprefix('r')}.json"]
+
+
+async def test_an_interrupted_run_can_free_its_key_to_run_again_once(tmp_path: Path) -> None:
+    lifecycle = TaskLifecycle(tmp_path, owner="rt_dead")
+    first = await lifecycle.persist_initial(manifest(1), start=True)
+    assert not await lifecycle.release_interrupted("acme", "w", KEY, first.run_id)  # still running: kept
+    after_restart = TaskLifecycle(tmp_path, owner="rt_new")
+    assert await after_restart.recover_interrupted() == [first.ref]
+    assert not await after_restart.release_interrupted("acme", "w", KEY, "r-other")  # not the key's run
+    assert await after_restart.release_interrupted("acme", "w", KEY, first.run_id)
+    again = await after_restart.persist_initial(manifest(2), start=True)
+    assert again.run_id == "r2" and again.provenance.idempotency_key == KEY
+    assert (await after_restart.persist_initial(manifest(3))).run_id == "r2"  # the key holds the new run
+    assert not await after_restart.release_interrupted("acme", "w", KEY, first.run_id)  # the old run: no longer
+    assert (await after_restart.get_run(first.ref)).state.value == "interrupted"  # history kept

@@ -27,6 +27,7 @@ from genworker.api.routes import (
     worker_metrics,
 )
 from genworker.api.routes import briefs as brief_routes
+from genworker.api.routes import channel_replies as channel_reply_routes
 from genworker.api.routes import channels as channel_routes
 from genworker.api.routes import confirmations as confirmation_routes
 from genworker.api.routes import goals as goal_routes
@@ -89,6 +90,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(duties.router)
     app.include_router(worker_metrics.router)
     app.include_router(im_config_routes.router)
+    app.include_router(channel_reply_routes.router)
     app.include_router(dashboard.router)
     app.include_router(metrics_routes.router)
     app.include_router(brief_routes.router)

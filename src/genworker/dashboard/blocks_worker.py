@@ -306,7 +306,11 @@ async def channels(ctx: BlockContext) -> dict[str, Any]:
         }
         for b in registry.bindings(ctx.tenant_id, ctx.worker_id)
     ]
-    return {"ingress": ingress, "can_reply": can_reply, "channels": listed}
+    owed: dict[str, Any] = {"undelivered": [], "attention": []}
+    if processor is not None and callable(getattr(processor, "undelivered", None)):  # what IM users are still owed
+        owed["undelivered"] = await processor.undelivered(ctx.tenant_id, ctx.worker_id)
+        owed["attention"] = await processor.needs_attention(ctx.tenant_id, ctx.worker_id)
+    return {"ingress": ingress, "can_reply": can_reply, "channels": listed, **owed}
 
 
 async def briefs(ctx: BlockContext) -> dict[str, Any]:

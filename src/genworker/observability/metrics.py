@@ -20,6 +20,7 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
 __all__ = [
+    "CHANNEL_UNDELIVERED",
     "COMPONENT_STATUS",
     "CONTENT_TYPE",
     "INBOX_ITEMS",
@@ -29,6 +30,7 @@ __all__ = [
     "WORKERS",
     "GaugeSample",
     "record_channel_delivery",
+    "record_channel_redelivery",
     "record_dead_letter",
     "record_gate_result",
     "record_heartbeat",
@@ -85,6 +87,12 @@ CHANNEL_DELIVERIES = Counter(
     ["platform", "outcome"],
     registry=REGISTRY,
 )
+CHANNEL_REDELIVERIES = Counter(
+    "genworker_channel_redeliveries",
+    "IM answers the vendor would not take: scheduled again, delivered late, given up, re-sent by a person.",
+    ["platform", "outcome"],
+    registry=REGISTRY,
+)
 WEBHOOK_VERIFICATION_FAILURES = Counter(
     "genworker_webhook_verification_failures",
     "Inbound webhooks rejected by a verification check.",
@@ -103,6 +111,7 @@ WAITING_PLANS = Counter(
 )
 
 _HEARTBEAT_OUTCOMES = frozenset({"ran", "silent", "failed"})
+_REDELIVERY_OUTCOMES = frozenset({"scheduled", "delivered", "given_up", "resent"})
 
 
 def record_run_state(state: str) -> None:
@@ -131,6 +140,12 @@ def record_channel_delivery(platform: str, ok: bool) -> None:
     CHANNEL_DELIVERIES.labels(platform=platform, outcome="ok" if ok else "failed").inc()
 
 
+def record_channel_redelivery(platform: str, outcome: str) -> None:
+    if outcome not in _REDELIVERY_OUTCOMES:
+        raise ValueError(f"redelivery outcome {outcome!r}: expected one of {', '.join(sorted(_REDELIVERY_OUTCOMES))}")
+    CHANNEL_REDELIVERIES.labels(platform=platform, outcome=outcome).inc()
+
+
 def record_webhook_verification_failure(platform: str, check: str) -> None:
     WEBHOOK_VERIFICATION_FAILURES.labels(platform=platform, check=check).inc()
 
@@ -157,8 +172,10 @@ INBOX_ITEMS = "genworker_inbox_items"
 WORKERS = "genworker_workers"
 COMPONENT_STATUS = "genworker_component_status"
 READY = "genworker_ready"
+CHANNEL_UNDELIVERED = "genworker_channel_replies_undelivered"  # from the channel processor
 SCRAPE_TIME_GAUGES: dict[str, tuple[str, ...]] = {  # name: label names
     INBOX_ITEMS: ("state",),
+    CHANNEL_UNDELIVERED: ("state", "platform"),
     WORKERS: ("status",),
     COMPONENT_STATUS: ("component", "status"),
     READY: (),

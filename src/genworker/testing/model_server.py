@@ -75,6 +75,7 @@ class ScriptedModelServer:
         self.failures: list[str] = []
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._started = threading.Event()
         self._release: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,6 +90,12 @@ class ScriptedModelServer:
         with self._lock:
             self._steps.extend(steps)
         return self
+
+    def wait_for_requests(self, count: int, timeout: float = 60) -> None:
+        """Block until `count` requests have arrived (a step such as Hang may still be answering)."""
+        with self._arrived:
+            if not self._arrived.wait_for(lambda: len(self.requests) >= count, timeout):
+                raise AssertionError(f"{len(self.requests)} model requests arrived within {timeout} s, not {count}")
 
     @property
     def base_url(self) -> str:
@@ -162,6 +169,7 @@ class ScriptedModelServer:
             self.requests.append(body)
             self.client_ports.append(request.client.port if request.client is not None else 0)
             step = self._steps.popleft() if self._steps else None
+            self._arrived.notify_all()
         if step is None:
             self.unexpected.append(body)
             return JSONResponse({"error": {"message": "no scripted step left", "type": "test_error"}}, status_code=500)

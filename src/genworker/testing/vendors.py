@@ -27,12 +27,17 @@ class Recorded:
 
 @dataclass
 class Vendor:
-    """The stand-in vendor API. `script[path]` answers come first; then each path's default
-    (`vendor_answer`)."""
+    """The stand-in vendor API. `script[path]` answers come first; then, for a path in `down`, that
+    status (an outage, until the test removes the path); then each path's default (`vendor_answer`)."""
 
     requests: list[Recorded] = field(default_factory=list)
     script: dict[str, list[tuple[int, dict[str, Any], dict[str, str]]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    down: dict[str, int] = field(default_factory=dict)  # path: status answered while the vendor is down
+    arrived: threading.Condition = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.arrived = threading.Condition(self.lock)
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -51,10 +56,21 @@ class Vendor:
                 scripted = self.script.get(route)
                 answer = scripted.pop(0) if scripted else None
                 n = len(self.requests)
+                if answer is None and route in self.down:
+                    answer = (self.down[route], {"error": "service unavailable"}, {})
+                self.arrived.notify_all()
             status, payload, headers = answer or (200, vendor_answer(request.method, route, n), {})
             return JSONResponse(payload, status, headers)
 
         return app
+
+    def wait_for(self, path: str, count: int, timeout: float = 60) -> list[Recorded]:
+        """Block until `path` has been called `count` times; those calls."""
+        with self.arrived:
+            reached = self.arrived.wait_for(lambda: len([r for r in self.requests if r.path == path]) >= count, timeout)
+            found = [r for r in self.requests if r.path == path]
+        assert reached, f"{path} called {len(found)} times within {timeout} s, not {count}"
+        return found
 
     def calls(self, path: str) -> list[Recorded]:
         with self.lock:

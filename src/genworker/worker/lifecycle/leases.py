@@ -6,7 +6,9 @@ live lease is an orphan (its process died) and becomes `interrupted`. A second p
 on the same workspace therefore leaves the first one's live runs alone.
 
 Leases are files under `{workspace}/runtime/instances/` (every process on one workspace sees
-them) or, with REDIS_URL, Redis keys that expire on their own.
+them) or, with REDIS_URL, Redis keys that expire on their own. A file lease also names its
+process (host, pid namespace, pid): one whose process is gone from this host is dead at once,
+without waiting for its expiry, so a restart after a crash takes over the runs it left.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ class InstanceLeases(Protocol):
     def release(self) -> None: ...
 
 
+def _pid_namespace() -> str | None:
+    """The pid namespace's id (containers sharing a volume and a host name have different ones)."""
+    try:
+        return str(Path("/proc/self/ns/pid").readlink())
+    except OSError:
+        return None
+
+
 class FileInstanceLeases:
     """`runtime/instances/{instance_id}.json` holding its expiry. Blocking: call off the loop."""
 
@@ -72,6 +82,7 @@ class FileInstanceLeases:
             "schema_version": SCHEMA_VERSION,
             "instance_id": self.instance_id,
             "pid": os.getpid(),
+            "pid_ns": _pid_namespace(),
             "host": socket.gethostname(),
             "renewed_at": now.isoformat(),
             "expires_at": (now + self.ttl).isoformat(),
@@ -82,9 +93,27 @@ class FileInstanceLeases:
         """True while `instance_id` holds an unexpired lease; an unreadable lease counts as dead."""
         try:
             doc = json.loads(self._path(instance_id).read_text(encoding="utf-8"))
-            return bool(datetime.fromisoformat(doc["expires_at"]) > self._clock())
+            unexpired = bool(datetime.fromisoformat(doc["expires_at"]) > self._clock())
         except (OSError, ValueError, KeyError, TypeError, InvalidIdError):
             return False
+        return unexpired and not self._gone(doc)
+
+    @staticmethod
+    def _gone(doc: dict[str, object]) -> bool:
+        """The lease's process is known to have exited: it ran on this host in this pid namespace and
+        its pid is not running. (A pid reused since, or this process's own, counts as running.)"""
+        pid = doc.get("pid")
+        if doc.get("host") != socket.gethostname() or doc.get("pid_ns") != _pid_namespace() or not isinstance(pid, int):
+            return False
+        if pid == os.getpid():
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # someone else's process: running
+            return False
+        return False
 
     def release(self) -> None:
         self._path(self.instance_id).unlink(missing_ok=True)

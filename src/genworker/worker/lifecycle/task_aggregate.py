@@ -204,6 +204,26 @@ class TaskLifecycle:
                 self._store.discard_claim(tenant, worker, key)
                 raise
 
+    async def release_interrupted(self, tenant_id: str, worker_id: str, key: str, run_id: str) -> bool:
+        """Free idempotency key `key` from run `run_id` when that run is `interrupted`, so the same
+        request can run again under the same key; the caller has decided nothing the run did must be
+        kept from repeating (an IM message interrupted before any tool ran). True when the key is
+        free (now or already); False when it belongs to another run or `run_id` is not interrupted."""
+        return await self._store.files.run(lambda: self._release_interrupted(tenant_id, worker_id, key, run_id))
+
+    def _release_interrupted(self, tenant_id: str, worker_id: str, key: str, run_id: str) -> bool:
+        with self._store.claim_lock(tenant_id, worker_id, key):
+            claim = self._store.read_claim(tenant_id, worker_id, key)
+            if claim is None:
+                return True
+            if claim.key != key or claim.run_id != run_id:
+                return False
+            if self._store.read_run(RunRef(tenant_id, worker_id, run_id)).state is not RunState.INTERRUPTED:
+                return False
+            self._store.discard_claim(tenant_id, worker_id, key)
+            log.info("idempotency key %r freed from interrupted run %s to run it again", key, run_id)
+            return True
+
     def _check_new(self, manifest: TaskManifest) -> None:
         ref = RunRef(manifest.tenant_id, manifest.worker_id, manifest.run_id)
         if self._store.run_path(ref).exists():
