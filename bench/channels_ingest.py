@@ -126,7 +126,7 @@ def dingtalk(i: int) -> Request:
             "text": {"content": f"chatter {i}"},
         }
     ).encode()
-    ts = str(int(time.time() * 1000))
+    ts = str(int(time.time() * 1000) - i)  # one (timestamp, sign) per message: a repeated pair is a replay
     sign = base64.b64encode(hmac.new(DING_SECRET.encode(), f"{ts}\n{DING_SECRET}".encode(), hashlib.sha256).digest())
     return body, {"timestamp": ts, "sign": sign.decode()}, {}
 
