@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvloop
 
 from genworker.tools.audit import MemoryAuditSink
 from genworker.tools.base import HIDDEN_FROM_LLM, Effect, ToolCall, ToolResult, function_tool
@@ -21,6 +22,15 @@ from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.rpc_bridge import MAX_REJECTED, RpcBridge
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    """Plain asyncio, and uvloop: the loop `genworker run` serves on."""
+    if request.param == "uvloop":
+        return ("asyncio", {"loop_factory": uvloop.new_event_loop})
+    return "asyncio"
+
 
 MAILS: list[str] = []
 

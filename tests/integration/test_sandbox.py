@@ -2,12 +2,14 @@
 
 "rlimits" runs everywhere; "bwrap" runs when bubblewrap is installed and usable here. The
 confinement checks need root (uid drop) or bwrap: as a plain user without bwrap there is none.
+Every test runs under plain asyncio and under uvloop, the loop `genworker run` serves on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import secrets
 import signal
@@ -16,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from genworker.tools.sandbox import (
     IsolationChoice,
@@ -32,6 +35,13 @@ pytestmark = pytest.mark.anyio
 LIMITS = SandboxLimits(wall_timeout_s=20, cpu_s=10, memory_bytes=512 * 2**20, processes=16, output_bytes=64 * 1024)
 SECRET = "TOPSECRET-7f3a"
 IS_ROOT = os.geteuid() == 0
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    if request.param == "uvloop":
+        return ("asyncio", {"loop_factory": uvloop.new_event_loop})
+    return "asyncio"
 
 
 @pytest.fixture(params=["rlimits", "bwrap"])
@@ -343,6 +353,18 @@ async def test_refuses_bad_folders(tmp_path: Path) -> None:
             await run_sandboxed(["true"], cwd=cwd, limits=LIMITS)
     with pytest.raises(SandboxError):
         await run_sandboxed([], cwd=tmp_path / "real", limits=LIMITS)
+
+
+async def test_a_program_that_cannot_start_is_a_sandbox_error_and_a_warning(
+    folder: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(SandboxError) as raised:
+        await run_sandboxed(["./no-such-program"], cwd=folder, limits=LIMITS, isolation="rlimits")
+
+    assert "cannot start" in str(raised.value) and "No such file" in str(raised.value)
+    warnings = [r.getMessage() for r in caplog.records if r.name == "genworker.sandbox"]
+    assert [r.levelno for r in caplog.records if r.name == "genworker.sandbox"] == [logging.WARNING]
+    assert str(raised.value) in warnings[0]
 
 
 def test_status_names_the_isolation_in_use() -> None:

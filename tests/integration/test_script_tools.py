@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import uvloop
 
 from genworker.tools.base import HIDDEN_FROM_LLM, Effect, RiskLevel, ToolCall, ToolResult, function_tool
 from genworker.tools.builtin.execute_code import execute_code_tool
@@ -17,6 +18,15 @@ from genworker.tools.script_tools import ScriptTool, load_script_tools, scan_scr
 from genworker.workspace.errors import WorkspaceError
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> object:
+    """Plain asyncio, and uvloop: the loop `genworker run` serves on."""
+    if request.param == "uvloop":
+        return ("asyncio", {"loop_factory": uvloop.new_event_loop})
+    return "asyncio"
+
 
 Files = Callable[[dict[str, str]], Path]
 

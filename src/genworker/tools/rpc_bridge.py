@@ -23,6 +23,7 @@ import asyncio
 import contextvars
 import hmac
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -253,6 +254,7 @@ async def run_script(
         raise ScriptNestingError(f"scripts may nest at most {MAX_SCRIPT_DEPTH} deep; this call would be deeper")
     python = sandbox_python()
     if language == "python" and python is None:
+        logging.getLogger("genworker.sandbox").warning("no Python interpreter the sandbox user can run")
         raise SandboxError("no Python interpreter the sandbox user can run (see sandbox status)")
     scratch = await prepare_scratch(scope)
     stage = f".genworker-{secrets.token_hex(6)}"

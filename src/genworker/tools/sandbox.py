@@ -20,6 +20,7 @@ import contextlib
 import ctypes
 import fcntl
 import functools
+import logging
 import os
 import random
 import resource
@@ -34,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from genworker.ids import validate_id
 from genworker.tools.context import ToolScope
@@ -57,6 +58,8 @@ __all__ = [
 
 Isolation = Literal["bwrap", "rlimits+uid", "rlimits"]
 IsolationChoice = Literal["auto", "bwrap", "rlimits"]
+
+log = logging.getLogger("genworker.sandbox")
 
 MIN_TRUST_LEVEL = 2  # running code (bash, execute_code, pre_scripts) is a trust-2 capability
 _MIB = 1024 * 1024
@@ -249,10 +252,10 @@ def _probe_bwrap(bwrap: str) -> str | None:
     folder = Path(tempfile.mkdtemp(prefix="genworker-probe-"))
     lease = _LEASES.acquire(folder) if _drops_privileges() else None
     try:
-        argv, identity = _command(["true"], folder, bwrap, lease)
+        argv = _command(["true"], folder, bwrap, lease)
         done: subprocess.CompletedProcess[str] = subprocess.run(
             argv, cwd=folder, env=_base_env(folder), capture_output=True, encoding="utf-8",
-            errors="replace", timeout=20, check=False, **identity,
+            errors="replace", timeout=20, check=False,
         )  # fmt: skip
         if done.returncode == 0:
             return None
@@ -265,12 +268,12 @@ def _probe_bwrap(bwrap: str) -> str | None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _command(argv: list[str], cwd: Path, bwrap: str | None, lease: _Lease | None) -> tuple[list[str], dict[str, Any]]:
-    """The full argv and the Popen identity arguments for one call."""
+def _command(argv: list[str], cwd: Path, bwrap: str | None, lease: _Lease | None) -> list[str]:
+    """The full argv of one call (without bwrap, the child drops to the leased uid itself: `_enter`)."""
     if bwrap is None:
-        return argv, ({} if lease is None else {"user": lease.uid, "group": lease.uid, "extra_groups": []})
+        return argv
     if lease is None:  # not root: unprivileged bwrap in a user namespace, as ourselves
-        return [bwrap, "--unshare-all", *_bwrap_mounts(cwd), "--", *argv], {}
+        return [bwrap, "--unshare-all", *_bwrap_mounts(cwd), "--", *argv]
     # Root: bwrap could not reach a cwd below folders the sandbox uid may not traverse, so it runs
     # as root (no user namespace) and setpriv drops to the leased uid inside, after the mounts.
     setpriv = shutil.which("setpriv", path=_PATH)
@@ -279,7 +282,7 @@ def _command(argv: list[str], cwd: Path, bwrap: str | None, lease: _Lease | None
     namespaces = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
     drop = [setpriv, f"--reuid={lease.uid}", f"--regid={lease.uid}", "--clear-groups", "--no-new-privs"]
     drop += ["--inh-caps=-all", "--bounding-set=-all", "--"]
-    return [bwrap, *namespaces, *_bwrap_mounts(cwd), "--", *drop, *argv], {}
+    return [bwrap, *namespaces, *_bwrap_mounts(cwd), "--", *drop, *argv]
 
 
 def _bwrap_mounts(cwd: Path) -> list[str]:
@@ -470,9 +473,29 @@ _PR_SET_NO_NEW_PRIVS = 38  # setuid binaries (su, sudo, mount) cannot raise priv
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
 
 
+def _enter(cwd: str, uid: int | None, limits: Sequence[tuple[int, int, int]], umask: int) -> None:
+    """The child's set-up between fork and exec (preexec_fn): cwd, uid drop, rlimits.
+
+    The loop's own `cwd=`/`user=` are not used: uvloop refuses `user`, `group` and `extra_groups`, and
+    runs preexec_fn before its chdir, which the sandbox uid could fail where a parent folder is closed
+    to it. Only system calls here, no Python-level locks, so the preexec_fn-with-threads deadlock
+    does not apply.
+    """
+    try:
+        os.chdir(cwd)
+    except OSError as exc:
+        raise OSError(f"cannot enter {cwd}: {exc.strerror}") from None
+    if uid is not None:
+        try:
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+        except OSError as exc:
+            raise OSError(f"cannot drop to uid {uid}: {exc.strerror}") from None
+    _apply_rlimits(limits, umask)
+
+
 def _apply_rlimits(limits: Sequence[tuple[int, int, int]], umask: int) -> None:
-    # Runs in the child between fork and exec, after the uid drop. It only calls setrlimit, umask
-    # and prctl: no Python-level locks, so the usual preexec_fn-with-threads deadlock does not apply.
     for which, soft, hard in limits:
         _, current_hard = resource.getrlimit(which)
         if current_hard != resource.RLIM_INFINITY:
@@ -506,8 +529,8 @@ class _Collector(asyncio.SubprocessProtocol):
         self._cap = cap
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if isinstance(transport, asyncio.SubprocessTransport):
-            self.pid = transport.get_pid()
+        # duck-typed: uvloop's process transport does not subclass asyncio.SubprocessTransport
+        self.pid = cast(asyncio.SubprocessTransport, transport).get_pid()
         if self.truncated:
             _kill_group(self.pid)
 
@@ -552,14 +575,18 @@ async def run_sandboxed(
     """
     if not argv:
         raise SandboxError("nothing to run: argv is empty")
-    found = await asyncio.to_thread(_isolation, isolation or _host.isolation)
-    folder = await asyncio.to_thread(_checked_folder, cwd)
-    lease = await _acquire(folder) if _drops_privileges() else None
     try:
-        return await _run(list(argv), folder, stdin, limits, extra_env, pass_fds, found, lease)
-    finally:
-        if lease is not None:
-            await asyncio.to_thread(_LEASES.release, lease)
+        found = await asyncio.to_thread(_isolation, isolation or _host.isolation)
+        folder = await asyncio.to_thread(_checked_folder, cwd)
+        lease = await _acquire(folder) if _drops_privileges() else None
+        try:
+            return await _run(list(argv), folder, stdin, limits, extra_env, pass_fds, found, lease)
+        finally:
+            if lease is not None:
+                await asyncio.to_thread(_LEASES.release, lease)
+    except SandboxError as exc:
+        log.warning("sandboxed %r did not start: %s", argv[0], exc)
+        raise
 
 
 def _checked_folder(cwd: Path) -> Path:
@@ -597,11 +624,12 @@ async def _run(
     lease: _Lease | None,
 ) -> SandboxResult:
     bwrap = found.bwrap if found.isolation == "bwrap" else None
-    argv, identity = _command(argv, cwd, bwrap, lease)
+    argv = _command(argv, cwd, bwrap, lease)
     processes = limits.processes
     if lease is None:  # the limit counts all our own processes (and bwrap's two)
         processes += await asyncio.to_thread(_own_process_count) + (_BWRAP_PROCESSES if bwrap else 0)
     rlimits = _rlimits(limits, processes)
+    drop = lease.uid if lease is not None and bwrap is None else None  # under bwrap, setpriv drops
     loop = asyncio.get_running_loop()
     try:
         transport, collector = await loop.subprocess_exec(
@@ -610,23 +638,22 @@ async def _run(
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=cwd,
             env={**_base_env(cwd), **extra_env},
             start_new_session=True,
             pass_fds=tuple(pass_fds),
             # without bwrap, /tmp is shared with other runs: keep what the sandbox writes private
-            preexec_fn=functools.partial(_apply_rlimits, rlimits, 0o022 if bwrap else 0o077),
-            **identity,
+            preexec_fn=functools.partial(_enter, str(cwd), drop, rlimits, 0o022 if bwrap else 0o077),
         )
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise SandboxError(f"cannot start {argv[0]!r}: {exc}") from exc
+    except Exception as exc:  # OSError, SubprocessError, or a loop refusing an argument (ValueError)
+        raise SandboxError(f"cannot start {argv[0]!r}: {_start_failure(exc)}") from exc
     pgid = transport.get_pid()
     try:
         if stdin is not None:
             pipe = transport.get_pipe_transport(0)
-            if isinstance(pipe, asyncio.WriteTransport):
-                pipe.write(stdin)
-                pipe.close()  # flushes, then closes: the child sees EOF
+            if pipe is not None:  # uvloop's pipe transports do not subclass asyncio.WriteTransport
+                writer = cast(asyncio.WriteTransport, pipe)
+                writer.write(stdin)
+                writer.close()  # flushes, then closes: the child sees EOF
         timed_out = False
         try:
             async with asyncio.timeout(limits.wall_timeout_s):
@@ -643,6 +670,12 @@ async def _run(
         _kill_group(pgid)
         transport.close()
     return _result(transport.get_returncode(), collector, timed_out, found.isolation)
+
+
+def _start_failure(exc: BaseException) -> str:
+    # uvloop carries the preexec_fn's own error as the cause; asyncio only says preexec_fn failed
+    cause = exc.__cause__
+    return f"{exc} ({cause})" if cause is not None and str(cause) not in str(exc) else str(exc)
 
 
 def _result(code: int | None, collector: _Collector, timed_out: bool, isolation: Isolation) -> SandboxResult:

@@ -36,7 +36,7 @@ from genworker.tools.context import ToolContext
 from genworker.tools.effects import DEFAULT_RISK
 from genworker.tools.middlewares.validation import compile_schema
 from genworker.tools.rpc_bridge import DEFAULT_MAX_CALLS, ScriptLanguage, ScriptNestingError, ToolExecutor, run_script
-from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxLimits
+from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxError, SandboxLimits
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.models.base import Duration
 
@@ -113,6 +113,8 @@ class ScriptTool:
             )
         except ScriptNestingError as exc:
             return ToolResult(str(exc), is_error=True)
+        except SandboxError as exc:
+            return ToolResult(f"{self.spec.name} could not start: {exc}", is_error=True)
         if result.ok:
             return ToolResult(result.stdout, data=result.as_dict())
         return ToolResult(result.report(), is_error=True, data=result.as_dict())

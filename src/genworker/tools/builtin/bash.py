@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
 from genworker.tools.context import ToolContext
-from genworker.tools.sandbox import DEFAULT_LIMITS, MIN_TRUST_LEVEL, SandboxLimits, prepare_scratch, run_sandboxed
+from genworker.tools.sandbox import (
+    DEFAULT_LIMITS,
+    MIN_TRUST_LEVEL,
+    SandboxError,
+    SandboxLimits,
+    prepare_scratch,
+    run_sandboxed,
+)
 
-__all__ = ["bash_execute_tool", "trust_refusal"]
+__all__ = ["bash_execute_tool", "sandbox_refusal", "trust_refusal"]
 
 
 def trust_refusal(ctx: ToolContext) -> ToolResult | None:
@@ -23,6 +30,11 @@ def trust_refusal(ctx: ToolContext) -> ToolResult | None:
         f"{ctx.scope.trust_level}",
         is_error=True,
     )
+
+
+def sandbox_refusal(ctx: ToolContext, exc: SandboxError) -> ToolResult:
+    """The error result when the sandbox could not start the process (run_sandboxed logged why)."""
+    return ToolResult(f"{ctx.spec.name} could not start: {exc}", is_error=True)
 
 
 def bash_execute_tool(limits: SandboxLimits = DEFAULT_LIMITS) -> FunctionTool:
@@ -41,11 +53,14 @@ def bash_execute_tool(limits: SandboxLimits = DEFAULT_LIMITS) -> FunctionTool:
         if refused is not None:
             return refused
         scratch = await prepare_scratch(ctx.scope)
-        result = await run_sandboxed(
-            ["bash", "--noprofile", "--norc", "-c", command],
-            cwd=scratch,
-            limits=limits.for_call(timeout, ctx.timeout_s),
-        )
+        try:
+            result = await run_sandboxed(
+                ["bash", "--noprofile", "--norc", "-c", command],
+                cwd=scratch,
+                limits=limits.for_call(timeout, ctx.timeout_s),
+            )
+        except SandboxError as exc:
+            return sandbox_refusal(ctx, exc)
         return ToolResult(result.report(), is_error=not result.ok, data=result.as_dict())
 
     return bash_execute

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
-from genworker.tools.builtin.bash import trust_refusal
+from genworker.tools.builtin.bash import sandbox_refusal, trust_refusal
 from genworker.tools.context import ToolContext
 from genworker.tools.rpc_bridge import DEFAULT_MAX_CALLS, ScriptNestingError, ToolExecutor, run_script
-from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxLimits
+from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxError, SandboxLimits
 
 __all__ = ["execute_code_tool"]
 
@@ -51,6 +51,8 @@ def execute_code_tool(
             )
         except ScriptNestingError as exc:
             return ToolResult(str(exc), is_error=True)
+        except SandboxError as exc:
+            return sandbox_refusal(ctx, exc)
         return ToolResult(result.report(), is_error=not result.ok, data=result.as_dict())
 
     return execute_code
