@@ -241,8 +241,9 @@ def test_json_field_errors_have_lines(tmp_path: Path) -> None:
     doc = read_json(path, "TENANT.json")
     with pytest.raises(WorkspaceError) as caught:
         validate(Tenant, doc)
-    (issue,) = caught.value.issues
-    assert (issue.field, issue.line) == ("trust_level", 3)
+    error, unknown = caught.value.issues  # unknown fields are reported even when the file has errors
+    assert (error.severity, error.field, error.line) == ("error", "trust_level", 3)
+    assert (unknown.severity, unknown.field, unknown.line) == ("warning", "extra", 4)
     path.write_text('{\n  "tenant_id": "acme",\n  "extra": 1\n}', encoding="utf-8")
     _, warnings = validate(Tenant, read_json(path, "TENANT.json"))
     assert [(w.field, w.line) for w in warnings] == [("extra", 3)]

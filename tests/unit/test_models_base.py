@@ -24,6 +24,10 @@ from genworker.workspace.models.tenant import Tenant
         ("250ms", 0.25),
         (" 5 m ", 300),
         ("10", 10),
+        ("2h30m", 9000),
+        ("1h 15m 30s", 4530),
+        ("30 days", 30 * 86400),
+        ("5 minutes", 300),
         (45, 45),
         (2.5, 2.5),
     ],
@@ -34,7 +38,7 @@ def test_parse_duration(value: Any, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["", "abc", "5 minutes", "5y", "5M", "-5m", "1e3", "0s", "0", 0, -1, True, None, [], float("nan"), float("inf")],
+    ["", "abc", "5 parsecs", "2h30", "5y", "5M", "-5m", "1e3", "0s", "0", 0, -1, True, None, [], math.nan, math.inf],
 )
 def test_parse_duration_refuses_bad_values(value: Any) -> None:
     with pytest.raises(ValueError, match="duration"):

@@ -12,9 +12,12 @@ import json
 import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from types import UnionType
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
 import yaml
 from frontmatter.default_handlers import YAMLHandler
@@ -22,8 +25,9 @@ from pydantic import AliasChoices, BaseModel, ValidationError
 
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.limits import SizeLimit, describe_size
+from genworker.workspace.models.base import NoteKind, Recorder, recording
 
-__all__ = ["Document", "read_json", "read_markdown", "read_text", "validate"]
+__all__ = ["Document", "explaining", "read_json", "read_markdown", "read_text", "validate"]
 
 M = TypeVar("M", bound=BaseModel)
 _YAML = YAMLHandler()
@@ -69,13 +73,16 @@ def read_markdown(
 ) -> Document:
     """Front matter and body of a Markdown file; `limit` refuses a larger file before it is read."""
     text = read_text(path, rel, limit)
-    if not _YAML.detect(text):
+    stripped = text.lstrip()  # blank lines before the first '---' are fine (as upstream reads them)
+    if not _YAML.detect(stripped):
         if require_front_matter:
             raise WorkspaceError.single(rel, "missing YAML front matter (a '---' block at the top)")
         return Document(rel, {}, text.strip(), "", 0)
+    leading = text.count("\n", 0, len(text) - len(stripped))
+    text = stripped
     boundary = _YAML.FM_BOUNDARY.match(text)
     # lines before the YAML source; the boundary pattern may swallow blank lines after '---'
-    offset = 0 if boundary is None else text.count("\n", 0, boundary.end())
+    offset = leading + (0 if boundary is None else text.count("\n", 0, boundary.end()))
     try:
         source, body = _YAML.split(text)
     except ValueError:
@@ -204,19 +211,76 @@ def _not_utf8(rel: str, exc: UnicodeDecodeError) -> WorkspaceError:
 def validate(model: type[M], doc: Document, data: Mapping[str, Any] | None = None) -> tuple[M, list[Issue]]:
     """Validate `data` (default: the document's) into `model`.
 
-    Returns the model and warnings for unknown fields; raises WorkspaceError with one
-    issue per invalid field.
+    Returns the model, warnings for unknown fields and compatibility notes (severity "note":
+    how an upstream spelling was read). Raises WorkspaceError with one issue per invalid
+    field, plus the warnings for unknown fields of the same file.
     """
     raw = doc.data if data is None else data
-    try:
-        obj = model.model_validate(raw)
-    except ValidationError as exc:
-        raise WorkspaceError(_issues(doc, raw, exc)) from None
-    warnings = [
+    with recording() as recorder:
+        try:
+            obj = model.model_validate(raw)
+        except ValidationError as exc:
+            unknown = [
+                Issue("warning", doc.rel, "unknown field (ignored)", _dotted(loc), doc.line_of(loc))
+                for loc in _raw_unknown(model, raw, ())
+            ]
+            raise WorkspaceError([*_issues(doc, raw, exc), *unknown]) from None
+    issues = [
         Issue("warning", doc.rel, "unknown field (ignored)", field, doc.line_of(loc))
         for field, loc in unknown_fields(obj, raw=raw)
     ]
-    return obj, warnings
+    issues.extend(_notes(doc, obj, raw, recorder))
+    if _EXPLAINING.get():
+        issues.extend(_understood(doc, model, raw))
+    return obj, issues
+
+
+@contextmanager
+def explaining() -> Iterator[None]:
+    """While active, `validate()` also notes every top-level field it understood
+    (for `genworker check --explain`)."""
+    token = _EXPLAINING.set(True)
+    try:
+        yield
+    finally:
+        _EXPLAINING.reset(token)
+
+
+_EXPLAINING: ContextVar[bool] = ContextVar("genworker_explaining", default=False)
+
+
+def _notes(doc: Document, obj: BaseModel, raw: Any, recorder: Recorder) -> Iterator[Issue]:
+    """The recorder's notes, placed at the path and line of the model that made them."""
+    pending = dict(recorder.by_model)
+    for model, loc, model_raw in _models(obj, (), raw):
+        found = pending.pop(id(model), None)
+        if found is not None:
+            for field, kind, detail in found[1]:
+                yield _note_issue(doc, _field_loc(type(model), model_raw, loc, field), kind, detail)
+    for _, notes in pending.values():  # made by a model the walk cannot reach (inside a plain map)
+        for field, kind, detail in notes:
+            yield _note_issue(doc, tuple(field.split(".")) if field else (), kind, detail)
+
+
+def _note_issue(doc: Document, loc: tuple[str | int, ...], kind: NoteKind, detail: str) -> Issue:
+    if kind == "warning":
+        return Issue("warning", doc.rel, detail, _dotted(loc), doc.line_of(loc))
+    return Issue("note", doc.rel, f"{kind}: {detail}", _dotted(loc), doc.line_of(loc))
+
+
+def _field_loc(cls: type[BaseModel], raw: Any, loc: tuple[str | int, ...], field: str) -> tuple[str | int, ...]:
+    if not field:
+        return loc
+    first, *rest = field.split(".")
+    spellings = _spellings(cls).get(first)
+    key = _key_in(raw, spellings) if spellings else first
+    return (*loc, key, *rest)
+
+
+def _understood(doc: Document, model: type[BaseModel], raw: Mapping[str, Any]) -> list[Issue]:
+    known = _known_keys(model)
+    keys = [k for k in (doc.data if isinstance(doc.data, Mapping) else raw) if k in known]
+    return [Issue("note", doc.rel, "understood: " + ", ".join(map(str, keys)))] if keys else []
 
 
 def _issues(doc: Document, raw: Mapping[str, Any], exc: ValidationError) -> list[Issue]:
@@ -261,24 +325,78 @@ def unknown_fields(
 
     `raw` (the data `obj` came from) names aliased fields the way the file spells them.
     """
-    cls = type(obj)
-    if not getattr(cls, "open_extras", False):
-        for key in obj.model_extra or {}:
-            yield _dotted((*loc, key)), (*loc, key)
-    spellings = _spellings(cls)
+    for model, model_loc, _ in _models(obj, loc, raw):
+        if not getattr(type(model), "open_extras", False):
+            for key in model.model_extra or {}:
+                yield _dotted((*model_loc, key)), (*model_loc, key)
+
+
+def _models(
+    obj: BaseModel, loc: tuple[str | int, ...], raw: Any
+) -> Iterator[tuple[BaseModel, tuple[str | int, ...], Any]]:
+    """`obj` and every sub-model of the fields it was given, with their location in the file."""
+    yield obj, loc, raw
+    spellings = _spellings(type(obj))
     for name in obj.model_fields_set & spellings.keys():  # defaults carry no extras
         value = getattr(obj, name)
-        if not isinstance(value, BaseModel | tuple):
+        if not isinstance(value, BaseModel | tuple | Mapping):
             continue
         key = _key_in(raw, spellings[name])
         sub = raw.get(key) if isinstance(raw, Mapping) else None
         if isinstance(value, BaseModel):
-            yield from unknown_fields(value, (*loc, key), sub)
+            yield from _models(value, (*loc, key), sub)
+        elif isinstance(value, tuple):
+            for i, item in enumerate(value):
+                if isinstance(item, BaseModel):
+                    item_raw = sub[i] if isinstance(sub, list) and i < len(sub) else None
+                    yield from _models(item, (*loc, key, i), item_raw)
+        else:
+            for item_key, item in value.items():
+                if isinstance(item, BaseModel):
+                    item_raw = sub.get(item_key) if isinstance(sub, Mapping) else None
+                    yield from _models(item, (*loc, key, item_key), item_raw)
+
+
+def _raw_unknown(cls: type[BaseModel], raw: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[str | int, ...]]:
+    """Unknown keys found in the raw data of a file that failed validation (no model to ask)."""
+    if not isinstance(raw, Mapping):
+        return
+    if not getattr(cls, "open_extras", False):
+        known = _known_keys(cls)
+        for key in raw:
+            if key not in known:
+                yield (*loc, key)
+    for name, spelled in _spellings(cls).items():
+        key = _key_in(raw, spelled)
+        if key not in raw:
             continue
-        for i, item in enumerate(value):
-            if isinstance(item, BaseModel):
-                item_raw = sub[i] if isinstance(sub, list) and i < len(sub) else None
-                yield from unknown_fields(item, (*loc, key, i), item_raw)
+        sub_cls = _sub_model(cls.model_fields[name].annotation)
+        if sub_cls is None:
+            continue
+        value = raw[key]
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from _raw_unknown(sub_cls, item, (*loc, key, i))
+        else:
+            yield from _raw_unknown(sub_cls, value, (*loc, key))
+
+
+def _sub_model(annotation: Any) -> type[BaseModel] | None:
+    """The one model class a field holds (`X`, `X | None`, `tuple[X, ...]`, `list[X]`), if any."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    args = [a for a in get_args(annotation) if a is not type(None) and a is not Ellipsis]
+    if len(args) == 1 and get_origin(annotation) in (Union, UnionType, tuple, list):
+        return _sub_model(args[0])
+    return None
+
+
+@functools.cache
+def _known_keys(cls: type[BaseModel]) -> frozenset[str]:
+    names = {n for spelled in _spellings(cls).values() for n in spelled}
+    return frozenset(names | set(getattr(cls, "compat_keys", ())))
 
 
 @functools.cache

@@ -8,7 +8,9 @@ from typing import Literal
 
 __all__ = ["Issue", "Severity", "WorkspaceError"]
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "note"]
+"""A "note" says how a file was read (an upstream spelling mapped, a field ignored on purpose):
+shown by `genworker check --explain`, never counted as a problem."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,7 @@ class WorkspaceRegistry:
         self._version = 0
         self._system: Mapping[str, Skill] = frozen_map({})
         self._system_issues: tuple[Issue, ...] = ()
+        self._system_notes: tuple[Issue, ...] = ()
         self._tenants: dict[str, TenantState] = {}
         self._tenant_errors: dict[str, tuple[Issue, ...]] = {}
         self._stale: dict[str, tuple[Issue, ...]] = {}  # target -> errors of a rejected reload
@@ -153,7 +154,9 @@ class WorkspaceRegistry:
 
     def _load_system(self) -> None:
         skills, issues = load_system_skills(self._scope, self._product_skills)
-        self._system, self._system_issues = skills, tuple(issues)
+        self._system = skills
+        self._system_issues = tuple(i for i in issues if i.severity != "note")
+        self._system_notes = tuple(i for i in issues if i.severity == "note")
 
     def _load_tenant(self, tenant_id: str, *, keep_last_good: bool) -> ReloadOutcome:
         folder = self.root / "tenants" / tenant_id
@@ -254,6 +257,18 @@ class WorkspaceRegistry:
                     found.extend(failure.errors)
             for errors in self._stale.values():
                 found.extend(errors)
+            return list(dict.fromkeys(found))
+
+    def notes(self) -> list[Issue]:
+        """How files were read where they use upstream spellings (kept out of `issues()`)."""
+        with self._lock:
+            found = list(self._system_notes)
+            for state in self._tenants.values():
+                found.extend(state.notes)
+                for worker in state.workers.values():
+                    found.extend(worker.notes)
+                for failure in state.failures.values():
+                    found.extend(failure.notes)
             return list(dict.fromkeys(found))
 
     def summary(self) -> Summary:

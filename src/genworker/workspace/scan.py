@@ -112,8 +112,11 @@ class Collector:
     def warn(self, file: str, message: str, field: str = "", line: int | None = None) -> None:
         self.issues.append(Issue("warning", file, message, field, line))
 
+    def note(self, file: str, message: str, field: str = "", line: int | None = None) -> None:
+        self.issues.append(Issue("note", file, message, field, line))
+
     def attempt(self, load: Callable[[], tuple[T, list[Issue]]]) -> T | None:
-        """Run one file's load; keep its warnings, turn its WorkspaceError into issues."""
+        """Run one file's load; keep its warnings and notes, turn its WorkspaceError into issues."""
         try:
             value, warnings = load()
         except WorkspaceError as exc:
@@ -129,6 +132,10 @@ class Collector:
     @property
     def warnings(self) -> list[Issue]:
         return [i for i in self.issues if i.severity == "warning"]
+
+    @property
+    def notes(self) -> list[Issue]:
+        return [i for i in self.issues if i.severity == "note"]
 
 
 def load_by_id(

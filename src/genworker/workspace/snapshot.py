@@ -57,6 +57,7 @@ class Worker:
     files: Mapping[str, str]  # object key ("duty:x", "goal:y", ...) -> workspace-relative file
     warnings: tuple[Issue, ...] = ()
     version: int = 0
+    notes: tuple[Issue, ...] = ()  # how upstream spellings were read (`genworker check --explain`)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -69,6 +70,7 @@ class WorkerFailure:
     worker_id: str
     errors: tuple[Issue, ...]
     version: int = 0
+    notes: tuple[Issue, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +80,7 @@ class TenantState:
     workers: Mapping[str, Worker] = field(default_factory=lambda: _EMPTY)
     failures: Mapping[str, WorkerFailure] = field(default_factory=lambda: _EMPTY)
     issues: tuple[Issue, ...] = ()  # problems of TENANT.json and tenant skills
+    notes: tuple[Issue, ...] = ()
 
     @property
     def tenant_id(self) -> str:

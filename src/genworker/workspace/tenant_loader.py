@@ -58,7 +58,14 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
             workers[result.worker_id] = result
         else:
             failures[result.worker_id] = result
-    return replace(state, workers=frozen_map(workers), failures=frozen_map(failures), issues=tuple(issues.issues))
+    problems = tuple(i for i in issues.issues if i.severity != "note")
+    return replace(
+        state,
+        workers=frozen_map(workers),
+        failures=frozen_map(failures),
+        issues=problems,
+        notes=tuple(issues.notes),
+    )
 
 
 def default_worker_issues(state: TenantState) -> list[Issue]:
@@ -77,7 +84,9 @@ def load_tenant_worker(
     try:
         worker, _ = load_worker(scope, state.tenant, folder, inherited)
     except WorkspaceError as exc:
-        return WorkerFailure(state.tenant_id, folder.name, exc.issues, version)
+        errors = tuple(i for i in exc.issues if i.severity != "note")
+        notes = tuple(i for i in exc.issues if i.severity == "note")
+        return WorkerFailure(state.tenant_id, folder.name, errors, version, notes)
     except Exception as exc:  # a loader bug must fail this worker, not the whole workspace
         log.exception("unexpected error loading worker %s/%s", state.tenant_id, folder.name)
         issue = Issue("error", scope.rel(folder), f"internal error while loading: {type(exc).__name__}: {exc}")

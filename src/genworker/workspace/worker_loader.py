@@ -81,6 +81,7 @@ def load_worker(
         credentials=credentials,
         files=frozen_map(files),
         warnings=tuple(issues.warnings),
+        notes=tuple(issues.notes),
     )
     return worker, issues.warnings
 
