@@ -118,12 +118,12 @@ def test_defaults_reach_duties_that_do_not_set_them(registry: WorkspaceRegistry)
     assert brief.execution_log_retention == 90 * DAY
     assert brief.escalation is not None
     assert brief.escalation.target == "dana-kim"
-    # its own quality_criteria and execution_policy win over _defaults.md
+    # its own quality_criteria and posture win over _defaults.md
     assert brief.quality_criteria[0] == "Fits on one phone screen."
-    assert brief.execution_policy.default == "execute"
-    # inbox-triage sets only execution_policy.overrides: the default depth comes from _defaults.md
-    assert triage.execution_policy.default == "draft"
-    assert triage.execution_policy.depth_for("sweep") == "propose"
+    assert brief.posture.default == "execute"
+    # inbox-triage sets only posture.overrides: the default posture comes from _defaults.md
+    assert triage.posture.default == "draft"
+    assert triage.posture.posture_for("sweep") == "propose"
     assert "Nothing is sent outside Acme without Dana's approval." in triage.quality_criteria
 
 
@@ -136,7 +136,8 @@ def test_merge_order_defaults_file_then_duty_defaults_then_own(registry: Workspa
     assert analyst.duties["data-request"].execution_log_retention == 60 * DAY
     # the duty's own field beats both
     watch = analyst.duties["metric-anomaly-watch"]
-    assert watch.execution_policy.default == "propose"
+    assert watch.posture.default == "propose"
+    assert (watch.execution_policy.default, watch.execution_policy.depth_for("load-failed")) == ("deep", "quick")
     assert watch.escalation is not None
     assert watch.escalation.target == "li-wei"
 

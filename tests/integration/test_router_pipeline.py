@@ -30,7 +30,7 @@ DUTIES = {
     "closed.md": "---\nduty_id: closed\ntitle: Old\nstatus: closed\ntriggers: [{id: m, type: manual}]\n---\nDo it.\n",
     "propose.md": (
         "---\nduty_id: propose\ntitle: Propose only\ntriggers: [{id: m, type: manual}]\n"
-        "execution_policy: {default: propose}\n---\nLook and propose.\n"
+        "posture: {default: propose}\n---\nLook and propose.\n"
     ),
     "approve.md": (
         "---\nduty_id: approve\ntitle: Needs a yes\ntriggers: [{id: m, type: manual}]\n"

@@ -12,7 +12,10 @@ from genworker.workspace.snapshot import Worker
 @pytest.fixture
 def worker(ws) -> Worker:
     ws.persona()
-    ws.write("tenants/acme/workers/w/duties/_defaults.md", "---\nexecution_policy:\n  default: draft\n---\n")
+    ws.write(
+        "tenants/acme/workers/w/duties/_defaults.md",
+        "---\nposture:\n  default: draft\nexecution_policy:\n  default: quick\n---\n",
+    )
     ws.duty(
         "triage",
         """
@@ -21,6 +24,9 @@ def worker(ws) -> Worker:
           - {id: sweep, type: schedule, interval: 30m}
           - {id: shared, type: manual}
         execution_policy:
+          default: standard
+          overrides: {sweep: deep}
+        posture:
           default: execute
           overrides: {sweep: propose}
         """,
@@ -44,33 +50,43 @@ def bind(worker: Worker, **fields):
 
 def test_chat_binds_no_duty_by_default(worker) -> None:
     binding = bind(worker, source_type="chat")
-    assert (binding.duty, binding.via, binding.problem, binding.depth) == (None, "none", None, None)
+    assert (binding.duty, binding.via, binding.problem, binding.depth, binding.posture) == (
+        None,
+        "none",
+        None,
+        None,
+        None,
+    )
 
 
-def test_explicit_duty_takes_the_trigger_depth(worker) -> None:
+def test_explicit_duty_takes_the_trigger_depth_and_posture(worker) -> None:
     binding = bind(worker, source_type="task", duty_id="triage", trigger_id="sweep")
-    assert (binding.duty_id, binding.via, binding.trigger_id, binding.depth) == (
+    assert (binding.duty_id, binding.via, binding.trigger_id, binding.depth, binding.posture) == (
         "triage",
         "explicit",
         "sweep",
+        "deep",
         "propose",
     )
-    assert bind(worker, duty_id="triage", trigger_id="new-mail").depth == "execute"
+    other = bind(worker, duty_id="triage", trigger_id="new-mail")
+    assert (other.depth, other.posture) == ("standard", "execute")
 
 
 def test_without_a_trigger_the_duty_default_applies_including_defaults_md(worker) -> None:
-    assert bind(worker, duty_id="triage").depth == "execute"  # the duty's own default wins
-    assert bind(worker, duty_id="brief").depth == "draft"  # from duties/_defaults.md
+    triage = bind(worker, duty_id="triage")
+    assert (triage.depth, triage.posture) == ("standard", "execute")  # the duty's own defaults win
+    brief = bind(worker, duty_id="brief")
+    assert (brief.depth, brief.posture) == ("quick", "draft")  # from duties/_defaults.md
 
 
 def test_a_duty_source_names_its_duty(worker) -> None:
     binding = bind(worker, source_type="duty", source_id="triage", trigger_id="new-mail")
-    assert (binding.duty_id, binding.via, binding.depth) == ("triage", "source", "execute")
+    assert (binding.duty_id, binding.via, binding.depth) == ("triage", "source", "standard")
 
 
 def test_a_trigger_declared_by_one_duty_binds_it(worker) -> None:
     binding = bind(worker, source_type="schedule", trigger_id="morning")
-    assert (binding.duty_id, binding.via, binding.depth) == ("brief", "trigger", "draft")
+    assert (binding.duty_id, binding.via, binding.depth, binding.posture) == ("brief", "trigger", "quick", "draft")
 
 
 def test_a_trigger_no_duty_declares(worker) -> None:

@@ -51,7 +51,7 @@ def test_unknown_persona_fields_warn_and_the_worker_loads(ws) -> None:
 def test_all_errors_of_a_worker_are_reported_together(ws) -> None:
     ws.persona()
     ws.duty("one", "triggers:\n  - id: t\n    type: schedule\n")
-    ws.duty("two", "status: sleeping\n")
+    ws.duty("two", "status: [sleeping]\n")
     ws.write("tenants/acme/workers/w/goals/g.md", "---\ngoal_id: g\n---\n")
     errors = ws.worker_errors()
     assert {(e.file.rsplit("/", 1)[-1], e.field) for e in errors} == {
@@ -108,6 +108,10 @@ status: deprecated
 execution_log_retention: 7d
 quality_criteria: [from-defaults-file]
 execution_policy:
+  default: quick
+  overrides:
+    manual: deep
+posture:
   default: propose
   overrides:
     manual: draft
@@ -147,8 +151,13 @@ def test_defaults_merge_order(ws) -> None:
           quality_criteria: [from-duty-defaults]
           execution_policy:
             overrides:
+              nightly: deep
+          posture:
+            overrides:
               nightly: propose
         execution_policy:
+          default: standard
+        posture:
           default: execute
         quality_criteria: [own]
         """,
@@ -157,15 +166,19 @@ def test_defaults_merge_order(ws) -> None:
     plain = worker.duties["plain"]
     assert plain.status == "deprecated"
     assert plain.execution_log_retention == 7 * 86400
-    assert plain.execution_policy.default == "propose"
-    assert dict(plain.execution_policy.overrides) == {"manual": "draft"}
+    assert plain.execution_policy.default == "quick"
+    assert dict(plain.execution_policy.overrides) == {"manual": "deep"}
+    assert plain.posture.default == "propose"
+    assert dict(plain.posture.overrides) == {"manual": "draft"}
 
     custom = worker.duties["custom"]
     assert custom.status == "active"  # own field
     assert custom.execution_log_retention == 14 * 86400  # duty_defaults beats _defaults.md
     assert custom.quality_criteria == ("own",)  # own field beats both
-    assert custom.execution_policy.default == "execute"  # own nested key
-    assert dict(custom.execution_policy.overrides) == {"manual": "draft", "nightly": "propose"}  # merged
+    assert custom.execution_policy.default == "standard"  # own nested key
+    assert dict(custom.execution_policy.overrides) == {"manual": "deep", "nightly": "deep"}  # merged
+    assert custom.posture.default == "execute"
+    assert dict(custom.posture.overrides) == {"manual": "draft", "nightly": "propose"}
     assert custom.duty_defaults["execution_log_retention"] == "14d"
     assert custom.duty_defaults["status"] == "deprecated"
 

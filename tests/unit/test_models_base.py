@@ -112,7 +112,8 @@ def test_models_deep_copy_and_dump() -> None:
             "title": "t",
             "action": "x",
             "triggers": [{"id": "e", "type": "event", "source": "mail", "filter": {"from": ["a"]}}],
-            "execution_policy": {"overrides": {"e": "draft"}},
+            "execution_policy": {"overrides": {"e": "deep"}},
+            "posture": {"overrides": {"e": "draft"}},
         }
     )
     clone = copy.deepcopy(duty)
@@ -120,5 +121,6 @@ def test_models_deep_copy_and_dump() -> None:
     assert duty.model_copy(deep=True) == duty
     dumped = duty.model_dump(mode="json")
     assert dumped["triggers"][0]["filter"] == {"from": ["a"]}
-    assert dumped["execution_policy"]["overrides"] == {"e": "draft"}
+    assert dumped["execution_policy"]["overrides"] == {"e": "deep"}
+    assert dumped["posture"]["overrides"] == {"e": "draft"}
     assert DutySpec.model_validate_json(duty.model_dump_json()) == duty

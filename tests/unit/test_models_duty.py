@@ -8,12 +8,16 @@ from genworker.workspace.models import DutySpec, DutyStatus
 from genworker.workspace.models.duty import (
     DEFAULTABLE_FIELDS,
     CollaborationTrigger,
+    ConditionRule,
     ConditionTrigger,
     EventTrigger,
     ManualTrigger,
+    PreScript,
     ScheduleTrigger,
     apply_defaults,
     apply_defaults_deep,
+    duty_warnings,
+    filter_value_matches,
     parse_rule,
 )
 
@@ -30,8 +34,9 @@ def test_minimal_duty_defaults() -> None:
     spec = duty()
     assert spec.status is DutyStatus.ACTIVE
     assert spec.triggers == ()
-    assert spec.execution_policy.default == "execute"
+    assert spec.execution_policy.default == "standard"
     assert dict(spec.execution_policy.overrides) == {}
+    assert spec.posture.default == "execute"
     assert spec.execution_log_retention == 30 * 86400
     assert dict(spec.duty_defaults) == {}
     assert spec.pre_script is spec.contract is spec.process_step is None
@@ -165,18 +170,48 @@ def test_trigger_ids_are_unique() -> None:
         duty(triggers=[{"id": "a", "type": "manual"}, {"id": "a", "type": "event", "source": "x"}])
 
 
-def test_execution_policy_overrides_name_known_triggers() -> None:
+def test_execution_policy_is_the_depth_per_trigger() -> None:
     spec = duty(
         triggers=[{"id": "m", "type": "manual"}, schedule(cron="0 9 * * *")],
-        execution_policy={"default": "propose", "overrides": {"m": "execute"}},
+        execution_policy={"default": "quick", "overrides": {"m": "deep"}},
     )
-    assert spec.execution_policy.depth_for("m") == "execute"
-    assert spec.execution_policy.depth_for("s") == "propose"
+    assert spec.execution_policy.depth_for("m") == "deep"
+    assert spec.execution_policy.depth_for("s") == "quick"
+    assert spec.execution_policy.depth_for(None) == "quick"
+    assert spec.posture.posture_for("m") == "execute"
 
 
-def test_execution_policy_overrides_refuse_unknown_trigger_ids() -> None:
-    with pytest.raises(ValidationError, match=r"unknown trigger ids \['ghost'\]"):
-        duty(triggers=[{"id": "m", "type": "manual"}], execution_policy={"overrides": {"ghost": "draft"}})
+def test_posture_is_its_own_field() -> None:
+    spec = duty(triggers=[{"id": "m", "type": "manual"}], posture={"default": "propose", "overrides": {"m": "draft"}})
+    assert (spec.posture.posture_for(None), spec.posture.posture_for("m")) == ("propose", "draft")
+    assert spec.execution_policy.default == "standard"
+
+
+def test_posture_values_in_execution_policy_still_load_as_the_posture() -> None:
+    """Our earlier spelling: each entry goes where its value belongs, and the file gets a warning."""
+    data = {
+        "triggers": [{"id": "m", "type": "manual"}, schedule(cron="0 9 * * *")],
+        "execution_policy": {"default": "draft", "overrides": {"m": "execute", "s": "deep"}},
+    }
+    spec = duty(**data)
+    assert (spec.posture.default, dict(spec.posture.overrides)) == ("draft", {"m": "execute"})
+    assert (spec.execution_policy.default, dict(spec.execution_policy.overrides)) == ("standard", {"s": "deep"})
+    warned = duty_warnings(data)
+    assert [loc for loc, _ in warned] == [("execution_policy", "default"), ("execution_policy", "overrides", "m")]
+    assert "write `posture: {default: draft}`" in warned[0][1] and "quick/standard/deep" in warned[0][1]
+    assert "`posture: {overrides: {m: execute}}`" in warned[1][1]
+
+
+def test_an_explicit_posture_wins_over_the_old_spelling() -> None:
+    spec = duty(execution_policy={"default": "propose"}, posture={"default": "execute"})
+    assert spec.posture.default == "execute"
+
+
+def test_overrides_refuse_unknown_trigger_ids() -> None:
+    with pytest.raises(ValidationError, match=r"execution_policy.overrides names unknown trigger ids \['ghost'\]"):
+        duty(triggers=[{"id": "m", "type": "manual"}], execution_policy={"overrides": {"ghost": "deep"}})
+    with pytest.raises(ValidationError, match=r"posture.overrides names unknown trigger ids \['ghost'\]"):
+        duty(triggers=[{"id": "m", "type": "manual"}], posture={"overrides": {"ghost": "draft"}})
 
 
 def test_execution_depth_must_be_known() -> None:
@@ -184,36 +219,99 @@ def test_execution_depth_must_be_known() -> None:
         duty(execution_policy={"default": "yolo"})
     with pytest.raises(ValidationError):
         duty(triggers=[{"id": "m", "type": "manual"}], execution_policy={"overrides": {"m": "yolo"}})
+    with pytest.raises(ValidationError):
+        duty(posture={"default": "deep"})
 
 
-@pytest.mark.parametrize("script", [{}, {"path": "a.py", "inline": "print(1)"}])
+@pytest.mark.parametrize("script", [{}, {"path": "a.py", "inline": "print(1)"}, {"source": "x", "tool_name": "t"}])
 def test_pre_script_needs_exactly_one_source(script: dict[str, Any]) -> None:
-    with pytest.raises(ValidationError, match="exactly one of 'path' or 'inline'"):
+    with pytest.raises(ValidationError, match="exactly one of 'inline' \\(or 'source'\\), 'path' or 'tool_name'"):
         duty(pre_script=script)
 
 
 def test_pre_script_and_contract() -> None:
     spec = duty(pre_script={"inline": "echo hi", "language": "bash", "timeout": "2m"}, contract={"version": "1"})
     assert spec.pre_script is not None
-    assert spec.pre_script.timeout == 120
+    assert (spec.pre_script.kind, spec.pre_script.timeout) == ("inline", 120)
     assert spec.contract is not None
     assert spec.contract.version == "1"
     with pytest.raises(ValidationError, match=r"contract\.version"):
         duty(contract={})
 
 
+def test_upstream_pre_script_forms() -> None:
+    inline = PreScript.model_validate(
+        {"kind": "Inline", "source": "print(1)", "enabled_tools": ["sql"], "timeout_seconds": 120, "max_tool_calls": 5}
+    )
+    assert (inline.kind, inline.inline, inline.timeout) == ("inline", "print(1)", 120.0)
+    assert (inline.enabled_tools, inline.max_tool_calls) == (("sql",), 5)
+    ref = PreScript.model_validate({"kind": "ref", "tool_name": "sql", "tool_input": [["query", "select 1"]]})
+    assert (ref.kind, ref.tool_name, dict(ref.tool_input)) == ("ref", "sql", {"query": "select 1"})
+    assert PreScript.model_validate({"tool_name": "web_search"}).kind == "ref"
+    assert PreScript.model_validate({"source": "x"}).timeout == 300.0  # upstream's default
+    assert PreScript(path="a.sh", language="bash").kind == "path"
+
+
+def test_pre_script_kind_must_agree_with_its_fields() -> None:
+    with pytest.raises(ValidationError, match="of kind 'ref' needs 'tool_name'"):
+        PreScript.model_validate({"kind": "ref", "source": "print(1)"})
+    with pytest.raises(ValidationError, match="kind"):
+        PreScript.model_validate({"kind": "shell", "source": "ls"})
+
+
+def test_upstream_duty_spellings() -> None:
+    spec = duty(
+        triggers=[{"id": "t", "type": "manual", "description": "When asked"}],
+        skill_hint="writer",
+        skills="sql-report",
+    )
+    assert spec.triggers[0].description == "When asked"
+    assert (spec.skill_id, spec.skill_hint) == (None, "writer")
+    assert spec.preferred_skill_ids == ("sql-report",)
+
+
 def test_status_values() -> None:
     assert duty(status="closed").status is DutyStatus.CLOSED
-    with pytest.raises(ValidationError):
-        duty(status="sleeping")
+    assert duty(status="Closed").status is DutyStatus.CLOSED
+    paused = duty(status="Paused")  # upstream genworker loads any word; only active runs
+    assert paused.status == "paused" and not paused.is_active
+    assert duty().is_active
+    assert duty_warnings({"status": "Paused"}) == [
+        (("status",), "status 'Paused' is not active/closed/deprecated: the duty will not run")
+    ]
+    assert duty_warnings({"status": "closed"}) == []
+
+
+def test_unreadable_retention_keeps_30_days_with_a_warning() -> None:
+    assert duty(execution_log_retention="90d").execution_log_retention == 90 * 86400
+    assert duty(execution_log_retention="a month").execution_log_retention == 30 * 86400
+    [(loc, message)] = duty_warnings({"execution_log_retention": "a month"})
+    assert loc == ("execution_log_retention",) and "keeping 30 days" in message
+
+
+@pytest.mark.parametrize(
+    ("cron", "extra", "warned"),
+    [("0 9 * * 1-5", {}, True), ("0 9 * * 0", {}, True), ("0 0 9 * * 1,3", {}, True), ("0 9 * * mon-fri", {}, False),
+     ("*/5 * * * *", {}, False), ("0 9 * * */2", {}, False), ("0 9 * * 1-5", {"timezone": "UTC"}, False)],
+)  # fmt: skip
+def test_numeric_cron_weekdays_are_flagged_in_upstream_style_triggers(
+    cron: str, extra: dict[str, Any], warned: bool
+) -> None:
+    """Standard cron meaning is kept (1-5 = Monday to Friday); a trigger without our `timezone`
+    field may have been written for upstream genworker, which read numbers with Monday = 0."""
+    found = duty_warnings({"triggers": [schedule(cron=cron, **extra)]})
+    assert bool(found) is warned
+    if warned:
+        assert found[0][0] == ("triggers", 0, "cron") and "mon-fri" in found[0][1]
 
 
 def test_apply_defaults_fills_only_unset_defaultable_fields() -> None:
-    own = {"duty_id": "d", "status": "closed", "execution_policy": {"default": "draft"}}
+    own = {"duty_id": "d", "status": "closed", "execution_policy": {"default": "deep"}}
     defaults = {
         "status": "active",
         "skill_hint": "writer",
-        "execution_policy": {"default": "propose", "overrides": {"m": "execute"}},
+        "execution_policy": {"default": "quick", "overrides": {"m": "standard"}},
+        "posture": {"default": "draft"},
         "title": "not defaultable",
     }
     merged = apply_defaults(own, defaults)
@@ -221,9 +319,10 @@ def test_apply_defaults_fills_only_unset_defaultable_fields() -> None:
         "duty_id": "d",
         "status": "closed",
         "skill_hint": "writer",
-        "execution_policy": {"default": "draft", "overrides": {"m": "execute"}},
+        "execution_policy": {"default": "deep", "overrides": {"m": "standard"}},
+        "posture": {"default": "draft"},
     }
-    assert own == {"duty_id": "d", "status": "closed", "execution_policy": {"default": "draft"}}
+    assert own == {"duty_id": "d", "status": "closed", "execution_policy": {"default": "deep"}}
 
 
 def test_apply_defaults_deep_prefers_own_values_at_every_level() -> None:
@@ -244,14 +343,56 @@ def test_defaultable_fields_are_duty_fields() -> None:
 )  # fmt: skip
 def test_condition_rules_accepted(rule: str, parsed: tuple[str, float]) -> None:
     trigger = ConditionTrigger.model_validate({"id": "c", "type": "condition", "metric": "m", "rule": rule})
-    assert trigger.rule == rule and parse_rule(rule) == parsed
+    assert trigger.rule == rule and parse_rule(rule) == ConditionRule(*parsed)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "holds"),
+    [("> 10%", 0.2, True), ("> 10%", 0.05, False), ("> 10%", 12.0, True), ("> 10%", 8.0, False),
+     ("between 0.1 and 0.3", 0.2, True), ("between 0.1 and 0.3", 0.31, False), ("BETWEEN 10% and 30%", 0.3, True),
+     ("value between 1 and 5", 5.0, True), (">= 1", 1.0, True)],
+)  # fmt: skip
+def test_upstream_rule_forms(rule: str, value: float, holds: bool) -> None:
+    """`%` compares a fraction (at most 1) with the percentage / 100, as upstream genworker does."""
+    ConditionTrigger.model_validate({"id": "c", "type": "condition", "metric": "m", "rule": rule})
+    assert parse_rule(rule).holds(value) is holds
 
 
 @pytest.mark.parametrize(
     ("rule", "why"),
     [("value < 0.8 * avg_7d", "must be '\\[value\\] <op>"), ("> lots", "'lots', which is not a number"),
-     ("", "must be"), ("value", "must be"), ("> nan", "must be"), ("=> 3", "must be")],
+     ("", "must be"), ("value", "must be"), ("> nan", "must be"), ("=> 3", "must be"),
+     ("between 3 and 1", "lower bound 3 is above the upper bound 1"), ("between a and b", "must be")],
 )  # fmt: skip
 def test_condition_rules_refused_when_the_duty_loads(rule: str, why: str) -> None:
     with pytest.raises(ValidationError, match=why):
         ConditionTrigger.model_validate({"id": "c", "type": "condition", "metric": "m", "rule": rule})
+
+
+@pytest.mark.parametrize(
+    ("expected", "actual", "passes"),
+    [("regex:^(fin|growth)_", "FIN_daily", True), ("regex:^(fin|growth)_", "ops_fin_", False),
+     ("contains:customer", "Customer-facing", True), ("startswith:prod", "Production", True),
+     ("endswith:.csv", "a.CSV", True), ("endswith:.csv", "a.xlsx", False), (">= 3", 3, True), (">= 3", "4", True),
+     (">= 3", 2, False), (">= 3", "high", False), (">= 3", True, False), ("between 0.5 and 1", 0.7, True),
+     ("between 0.5 and 1", 1.5, False), ("incident", "incident", True), ("incident", "Incident", False),
+     ("contains:x", None, False), ("regex:.", None, False), (3, 3, True), ("a", ["b", "a"], True),
+     (">= 3", [1, 5], True), (["a"], ["a"], True)],
+)  # fmt: skip
+def test_event_filter_values(expected: Any, actual: Any, passes: bool) -> None:
+    assert filter_value_matches(expected, actual) is passes
+
+
+def test_an_invalid_filter_regex_is_refused_when_the_duty_loads() -> None:
+    with pytest.raises(ValidationError, match=r"filter.table: invalid regular expression 'regex:\('"):
+        duty(triggers=[{"id": "e", "type": "event", "source": "x", "filter": {"table": "regex:("}}])
+
+
+def test_event_trigger_payload_matches_every_filter_key() -> None:
+    (trigger,) = duty(
+        triggers=[{"id": "e", "type": "event", "source": "x", "filter": {"severity": ">= 3", "kind": "incident"}}]
+    ).triggers
+    assert isinstance(trigger, EventTrigger)
+    assert trigger.payload_matches({"severity": 4, "kind": "incident"})
+    assert not trigger.payload_matches({"severity": 4})
+    assert not trigger.payload_matches({"severity": 2, "kind": "incident"})

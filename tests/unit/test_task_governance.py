@@ -34,6 +34,9 @@ triggers:
   - {id: sweep, type: schedule, interval: 30m}
   - {id: rerun, type: manual}
 execution_policy:
+  default: standard
+  overrides: {sweep: deep}
+posture:
   default: execute
   overrides: {sweep: propose, rerun: draft}
 skill_id: triage
@@ -71,6 +74,7 @@ class Setup:
         ws.duty("report", 'contract:\n  version: "1.0"\n  approval: {required: true}\n')
         ws.duty("closed-one", "status: closed\n")
         ws.duty("deprecated-one", "status: deprecated\n")
+        ws.duty("old", "triggers: [{id: m, type: manual}]\nexecution_policy: {default: propose}\n")
         ws.duty("shared-a", "triggers:\n  - {id: shared, type: manual}\n")
         ws.duty("shared-b", "triggers:\n  - {id: shared, type: manual}\n")
         ws.write(
@@ -187,22 +191,29 @@ def test_trust_below_effects(s) -> None:
     assert s.run(trust=1, source_type="chat", requested_effects=frozenset({Effect.WRITE})).decision.posture == "normal"
 
 
-def test_depth_propose(s) -> None:
+def test_posture_propose(s) -> None:
     outcome = s.run(source_type="schedule", duty_id="triage", trigger_id="sweep")
-    assert summary(outcome) == ("auto", "proposal_only", ("depth_propose",))
-    assert outcome.manifest.execution_depth == "propose"
+    assert summary(outcome) == ("auto", "proposal_only", ("posture_propose",))
+    assert (outcome.manifest.duty_posture, outcome.manifest.execution_depth) == ("propose", "deep")
 
 
-def test_depth_draft(s) -> None:
+def test_posture_draft(s) -> None:
     outcome = s.run(source_type="task", duty_id="triage", trigger_id="rerun")
-    assert summary(outcome) == ("auto", "proposal_only", ("depth_draft",))
+    assert summary(outcome) == ("auto", "proposal_only", ("posture_draft",))
     assert "drafts only" in outcome.decision.reasons[0].message
 
 
-def test_depth_execute_is_normal(s) -> None:
+def test_posture_execute_is_normal(s) -> None:
     outcome = s.run(source_type="event", duty_id="triage", trigger_id="new-mail")
     assert summary(outcome) == ("auto", "normal", ("default",))
-    assert outcome.manifest.execution_depth == "execute"
+    assert (outcome.manifest.duty_posture, outcome.manifest.execution_depth) == ("execute", "standard")
+
+
+def test_the_old_posture_spelling_in_execution_policy_still_governs(s) -> None:
+    """`execution_policy: {default: propose}` (before postures had their own field) loads as the posture."""
+    outcome = s.run(source_type="task", duty_id="old", trigger_id="m")
+    assert summary(outcome) == ("auto", "proposal_only", ("posture_propose",))
+    assert (outcome.manifest.duty_posture, outcome.manifest.execution_depth) == ("propose", "standard")
 
 
 @pytest.mark.parametrize("source", ["heartbeat", "sensor", "event", "goal"])
@@ -226,7 +237,7 @@ def test_scope_suggest(s) -> None:
 
 def test_the_strictest_posture_wins(s) -> None:
     outcome = s.run(trust=0, source_type="chat", duty_id="triage", trigger_id="rerun")
-    assert summary(outcome) == ("auto", "proposal_only", ("trust_zero_conversation", "depth_draft"))
+    assert summary(outcome) == ("auto", "proposal_only", ("trust_zero_conversation", "posture_draft"))
 
 
 # -- gates ---------------------------------------------------------------------------------
@@ -277,7 +288,7 @@ def test_an_auto_entry_authorises_autonomous_external_work(s) -> None:
 
 def test_a_read_only_posture_makes_gates_moot(s) -> None:
     outcome = s.run(source_type="task", duty_id="triage", trigger_id="rerun", requested_actions=("send",))
-    assert summary(outcome) == ("auto", "proposal_only", ("depth_draft", "scope_confirm", "gate_moot"))
+    assert summary(outcome) == ("auto", "proposal_only", ("posture_draft", "scope_confirm", "gate_moot"))
     assert (outcome.decision.risk_tier, outcome.decision.reversibility) == ("low", "reversible")
     assert outcome.gate_ref is None
 
@@ -432,7 +443,8 @@ def test_manifest_fields(s) -> None:
         "goal_id": None,
         "duty_id": "triage",
         "trigger_id": "new-mail",
-        "execution_depth": "execute",
+        "execution_depth": "standard",
+        "duty_posture": "execute",
         "process_id": "ceo-office-mail",
         "step_id": "triage",
         "contract_version": "2026.10",

@@ -76,10 +76,10 @@ def test_the_policy_file_holds_the_inputs_and_the_decision(setup) -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data["schema_version"] == 1
     assert data["kind"] == "task_governance_policy"
-    assert data["table_version"] == TABLE_VERSION == 2
+    assert data["table_version"] == TABLE_VERSION == 3
     assert (data["tenant_id"], data["worker_id"]) == ("acme", "w")
     assert data["inputs"]["duty_id"] == "triage"
-    assert data["inputs"]["execution_depth"] == "execute"
+    assert (data["inputs"]["execution_depth"], data["inputs"]["duty_posture"]) == ("standard", "execute")
     assert data["inputs"]["contract_snapshot_ref"] == outcome.manifest.contract_snapshot_ref
     assert data["decision"] == outcome.decision.as_dict()
     assert "secret task text" not in path.read_text(encoding="utf-8")

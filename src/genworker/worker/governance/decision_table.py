@@ -34,7 +34,7 @@ from genworker.workspace.models import DutySpec, DutyStatus, GoalStatus
 
 __all__ = ["RULES", "TABLE_VERSION", "Facts", "Rule", "RuleEffect", "apply_approval", "decide"]
 
-TABLE_VERSION = 2  # bump when a row changes meaning: it is part of every policy snapshot
+TABLE_VERSION = 3  # bump when a row changes meaning: it is part of every policy snapshot
 
 RuleEffect = Literal["block", "degraded", "proposal_only", "gate"]
 _POSTURE_RANK: dict[Posture, int] = {"normal": 0, "gated_execute": 0, "degraded": 1, "proposal_only": 2}
@@ -78,7 +78,7 @@ class Facts:
 
     @property
     def duty_status(self) -> str | None:
-        return self.duty.status.value if self.duty is not None else None
+        return str(self.duty.status) if self.duty is not None else None
 
     @property
     def goal_status(self) -> str | None:
@@ -157,10 +157,10 @@ RULES: tuple[Rule, ...] = (
     Rule("trust_below_effects", "proposal_only", lambda f: bool(f.effects_above_trust()),
          lambda f: f"requested effects {list(f.effects_above_trust())} need a higher trust level than the "
                    f"tenant's {f.trust_level}: proposals only"),
-    Rule("depth_propose", "proposal_only", lambda f: f.binding.depth == "propose",
-         lambda f: f"duty {_duty(f)} runs at depth 'propose' for trigger {_trigger(f)}: proposals only"),
-    Rule("depth_draft", "proposal_only", lambda f: f.binding.depth == "draft",
-         lambda f: f"duty {_duty(f)} runs at depth 'draft' for trigger {_trigger(f)}: drafts only, "
+    Rule("posture_propose", "proposal_only", lambda f: f.binding.posture == "propose",
+         lambda f: f"duty {_duty(f)} has posture 'propose' for trigger {_trigger(f)}: proposals only"),
+    Rule("posture_draft", "proposal_only", lambda f: f.binding.posture == "draft",
+         lambda f: f"duty {_duty(f)} has posture 'draft' for trigger {_trigger(f)}: drafts only, "
                    "nothing is sent or changed"),
     Rule("no_mandate", "proposal_only", lambda f: f.autonomous and f.duty is None,
          lambda f: f"{f.source_type} work bound to no duty has no mandate to act: proposals only"),

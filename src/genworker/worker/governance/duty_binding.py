@@ -14,7 +14,7 @@ from typing import Literal
 
 from genworker.worker.governance.models import GovernanceInput
 from genworker.workspace.models import DutySpec, Goal
-from genworker.workspace.models.duty import ExecutionDepth
+from genworker.workspace.models.duty import DutyPosture, ExecutionDepth
 
 __all__ = ["BindingProblem", "BoundVia", "DutyBinding", "DutyBindingResolver"]
 
@@ -27,6 +27,7 @@ class DutyBinding:
     duty: DutySpec | None = None
     trigger_id: str | None = None
     depth: ExecutionDepth | None = None  # the duty's execution depth for this trigger
+    posture: DutyPosture | None = None  # how far the duty may act for this trigger
     goal: Goal | None = None
     via: BoundVia = "none"
     problem: BindingProblem | None = None
@@ -78,9 +79,8 @@ class DutyBindingResolver:
         if trigger_id is not None and trigger_id not in {t.id for t in duty.triggers}:
             detail = f"duty {duty_id!r} has no trigger {trigger_id!r}"
             return DutyBinding(duty, trigger_id, goal=goal, via=via, problem="trigger_unknown", detail=detail)
-        policy = duty.execution_policy
-        depth = policy.depth_for(trigger_id) if trigger_id is not None else policy.default
-        return DutyBinding(duty, trigger_id, depth, goal, via)
+        depth, posture = duty.execution_policy.depth_for(trigger_id), duty.posture.posture_for(trigger_id)
+        return DutyBinding(duty, trigger_id, depth, posture, goal, via)
 
 
 def _who(inp: GovernanceInput) -> str:

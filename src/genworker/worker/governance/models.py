@@ -13,7 +13,7 @@ from genworker.tools.base import Effect
 from genworker.tools.context import Posture
 from genworker.worker.governance.errors import GovernanceInputError
 from genworker.workspace.models import DutySpec, Tenant
-from genworker.workspace.models.duty import ExecutionDepth
+from genworker.workspace.models.duty import DutyPosture, ExecutionDepth
 from genworker.workspace.snapshot import Worker
 
 __all__ = [
@@ -158,7 +158,8 @@ class ManifestFields:
     goal_id: str | None = None
     duty_id: str | None = None
     trigger_id: str | None = None
-    execution_depth: ExecutionDepth | None = None
+    execution_depth: ExecutionDepth | None = None  # the bound duty's, for this trigger
+    duty_posture: DutyPosture | None = None  # likewise
     process_id: str | None = None
     step_id: str | None = None
     contract_version: str | None = None

@@ -87,6 +87,7 @@ class PolicyInputs(_Record):
     binding_problem: str | None = None
     trigger_id: str | None = None
     execution_depth: str | None = None
+    duty_posture: str | None = None
     contract_version: str | None = None
     contract_snapshot_ref: str | None = None
     requested_effects: tuple[str, ...] | None = None
@@ -107,6 +108,8 @@ class PolicyInputs(_Record):
             data.pop("confidence", None)
         if not data.get("evidence_sources"):
             data.pop("evidence_sources", None)
+        if data.get("duty_posture") is None:  # likewise for snapshots from before postures
+            data.pop("duty_posture", None)
         return data
 
 

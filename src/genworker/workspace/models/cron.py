@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from apscheduler.triggers.cron import CronTrigger
 
-__all__ = ["cron_day_of_week", "cron_trigger"]
+__all__ = ["cron_day_of_week", "cron_trigger", "numeric_weekdays"]
 
 _WEEKDAYS = ("sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday")
 _DAYS = tuple(name[:3] for name in _WEEKDAYS)
@@ -32,6 +32,15 @@ def cron_trigger(expression: str, timezone: str) -> CronTrigger:
     return CronTrigger(
         second=second, minute=minute, hour=hour, day=day, month=month, day_of_week=day_of_week, timezone=timezone
     )
+
+
+def numeric_weekdays(expression: str) -> bool:
+    """Whether the weekday field uses numbers, which APScheduler's crontab reading (Monday = 0, as
+    upstream genworker runs duties) and standard cron (Sunday = 0) read a day apart."""
+    fields = expression.split()
+    if len(fields) not in (5, 6):
+        return False
+    return any(ch.isdigit() for part in fields[-1].split(",") for ch in part.partition("/")[0])
 
 
 def cron_day_of_week(field: str) -> str:
