@@ -30,7 +30,8 @@ class JsonlFile(Generic[R]):
         except FileNotFoundError:
             return []
         records = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        # "\n" only: splitlines() also splits on U+0085, U+2028 ..., which JSON strings hold unescaped
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             where = f"{self.path}:{number}"

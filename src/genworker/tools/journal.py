@@ -76,7 +76,7 @@ class StepJournal:
     def unfinished(self, tenant_id: str, worker_id: str, run_id: str) -> list[UnfinishedStep]:
         """Calls started and not finished, in start order; a torn last line is ignored."""
         try:
-            lines = self.path(tenant_id, worker_id, run_id).read_text(encoding="utf-8").splitlines()
+            lines = self.path(tenant_id, worker_id, run_id).read_text(encoding="utf-8").split("\n")
         except FileNotFoundError:
             return []
         open_calls: dict[str, str] = {}

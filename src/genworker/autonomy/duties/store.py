@@ -157,7 +157,7 @@ class DutyStore:
     def executions(self, tenant_id: str, worker_id: str, duty_id: str) -> list[ExecutionRecord]:
         path = self.log_path(tenant_id, worker_id, duty_id)
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): U+2028 may be in a text
         except FileNotFoundError:
             return []
         records = []

@@ -177,5 +177,6 @@ class FeedbackStore:
         path = self._path(tenant_id, worker_id)
         if not path.is_file():
             return []
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return [json.loads(line) for line in lines[-limit:] if line.strip()][::-1]
+        text = path.read_text(encoding="utf-8")
+        lines = [line for line in text.split("\n") if line.strip()]  # not splitlines(): U+2028 may be in a text
+        return [json.loads(line) for line in lines[-limit:]][::-1]
