@@ -23,6 +23,7 @@ from genworker.auth import ApiKeyStore
 from genworker.channels.journal import EventJournal
 from genworker.channels.outbound import RetryPolicy
 from genworker.channels.processor import ChannelProcessor
+from genworker.cli import main
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env
 from genworker.testing.channels import Handled
@@ -134,8 +135,17 @@ def test_a_ten_minute_vendor_outage_delays_the_answer_and_it_arrives_once(
     assert len(setup.vendor.calls(POST)) == len(answered)
 
 
+def cli(capsys: pytest.CaptureFixture[str], setup: Setup, *args: str) -> str:
+    capsys.readouterr()
+    auth = setup.client.headers["Authorization"].removeprefix("Bearer ")
+    code = main(["replies", args[0], "alice", *args[1:], "--url", setup.live.url, "--api-key", auth])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return out
+
+
 def test_an_answer_given_up_on_is_kept_listed_and_re_sent_by_a_person(
-    setup: Setup, model_server: ScriptedModelServer
+    setup: Setup, model_server: ScriptedModelServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model_server.expect(Reply("The invoice was paid on Monday."))
     setup.vendor.down[POST] = 502
@@ -153,9 +163,10 @@ def test_an_answer_given_up_on_is_kept_listed_and_re_sent_by_a_person(
 
     failed = setup.client.post(f"/api/v1/workers/alice/channel-replies/{owed['id']}/resend").json()
     assert failed == {"id": owed["id"], "outcome": "undelivered", "delivered": False}  # still down: retrying again
+    listed = cli(capsys, setup, "list")
+    assert owed["id"] in listed and "retrying" in listed and "HTTP 502" in listed
     setup.vendor.down.clear()
-    resent = setup.client.post(f"/api/v1/workers/alice/channel-replies/{owed['id']}/resend").json()
-    assert resent == {"id": owed["id"], "outcome": "replied", "delivered": True}
+    assert cli(capsys, setup, "resend", owed["id"]) == f"{owed['id']}: delivered\n"  # `genworker replies resend`
     taken = [r for r in setup.vendor.calls(POST) if r.body["text"] == "The invoice was paid on Monday."]
     assert len(taken) == 4 * 3 + 1  # the first attempt, the one at the horizon, the first re-send; then taken
     assert setup.client.get("/api/v1/workers/alice/channel-replies").json()["undelivered"] == []

@@ -172,23 +172,27 @@ def test_a_recorded_answer_is_resent_not_recomputed(registry: ChannelRegistry) -
     assert [o.text for _, o in replies] == ["Recorded answer."]
 
 
-def test_entries_that_keep_failing_are_set_aside(registry: ChannelRegistry) -> None:
+def test_entries_that_keep_failing_get_the_failure_line_and_a_human(registry: ChannelRegistry) -> None:
     journal = EventJournal(registry.workspace.root)
     entry = journal.append(message("acme~w~slack", "D1:3", "hi"))
-    journal.update(entry, attempts=3)
+    journal.update(entry, attempts=3)  # three runs, each died with its process
     (entry.path.parent / "broken.json").write_text("{not json", encoding="utf-8")
+    replier = RecordingReplier()
 
-    async def restart() -> None:
-        processor = ChannelProcessor(registry, journal, replier=RecordingReplier())
+    async def restart() -> ChannelProcessor:
+        processor = ChannelProcessor(registry, journal, replier=replier)
         assert await processor.start() == 2
         await asyncio.wait_for(processor.drain(), 10)
         await processor.stop()
+        return processor
 
-    asyncio.run(restart())
+    processor = asyncio.run(restart())
     assert journal.pending() == []
-    assert sorted(p.name for p in (entry.path.parent / "dead").glob("*.json")) == sorted(
-        [entry.path.name, "broken.json"]
-    )
+    assert [p.name for p in (entry.path.parent / "dead").glob("*.json")] == ["broken.json"]  # unreadable: aside
+    assert [(m.event_id, o.text) for m, o in replier.replies] == [("D1:3", FAILURE_TEXT)]
+    assert processor.outcomes == {"D1:3": "failed"}
+    [item] = asyncio.run(processor.needs_attention("acme", "w"))
+    assert item["event_id"] == "D1:3" and "3 times" in item["reason"]
 
 
 def test_group_messages_follow_mentions_chat_ids_and_monitoring(registry: ChannelRegistry) -> None:

@@ -252,17 +252,24 @@ class ChannelProcessor:
             return None
 
     async def _handle_entry(self, entry: JournalEntry) -> Outcome:
-        if entry.answer is None and entry.attempts >= MAX_ATTEMPTS:
-            log.error("[Channels] event %s failed %d times; set aside", entry.message.event_id, entry.attempts)
-            await asyncio.to_thread(self.journal.dead, entry.path, f"gave up after {entry.attempts} attempts")
-            self._record(entry.message, "failed")
-            return "failed"
-        outcome = await self.process(entry)
+        if entry.answer is None and entry.attempts >= MAX_ATTEMPTS:  # each run died with its process
+            outcome = await self._stop_trying(entry)
+        else:
+            outcome = await self.process(entry)
         if outcome not in _KEPT:
             self._retrying.pop(entry.path, None)
             await asyncio.to_thread(self.journal.done, entry)
         self._record(entry.message, outcome)
         return outcome
+
+    async def _stop_trying(self, entry: JournalEntry) -> Outcome:
+        """A message whose runs kept dying: not run again; the person gets the failure line, a human the case."""
+        message = entry.message
+        log.error("[Channels] event %s was started %d times; not run again", message.event_id, entry.attempts)
+        reason = f"its run was started {entry.attempts} times and never finished; not run again"
+        item = AttentionItem.of(message, "", reason)
+        await asyncio.to_thread(self.attention.add, message.tenant_id, message.worker_id, item)
+        return await self._answer(entry, FAILURE_TEXT, "failed")
 
     def _record(self, message: ChannelMessage, outcome: Outcome) -> None:
         self.outcomes[message.event_id] = outcome
