@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from genworker import __version__, cli_chat, cli_keys, cli_local, cli_output, cli_remote
+from genworker import __version__, cli_chat, cli_keys, cli_local, cli_output, cli_remote, cli_replies
 from genworker.cli_http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
@@ -60,6 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_keys.register(commands)
     cli_chat.register(commands)
     cli_remote.register(commands)
+    cli_replies.register(commands)
     cli_local.register(commands)
     return parser
 
