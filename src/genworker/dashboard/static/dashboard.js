@@ -320,9 +320,14 @@ const RENDERERS = {
   channels(data) {
     const head = el("p", { class: "muted" }, "Ingress ", badge(data.ingress),
       data.can_reply ? " · replies enabled" : " · no replier configured");
-    if (!data.channels.length) return [head, muted("No channels configured.")];
+    const owed = [...(data.undelivered || []).map((u) => el("li", {}, badge(u.state), ` ${u.platform} answer to ${u.sender_id}: `,
+      el("q", { text: u.answer.slice(0, 120) }), ` (${u.delivery_attempts} attempts; ${u.last_error || ""}) `, el("code", { text: u.id }))),
+    ...(data.attention || []).map((a) => el("li", {}, badge("needs a human"), ` ${a.platform} message from ${a.sender_id}: `,
+      el("q", { text: a.text.slice(0, 120) }), ` (${a.reason}) `, el("code", { text: a.id })))];
+    const owing = owed.length ? [el("h3", { text: `Owed to people on IM (${owed.length})` }), el("ul", {}, owed)] : [];
+    if (!data.channels.length) return [head, muted("No channels configured."), ...owing];
     return [head, el("ul", {}, data.channels.map((c) => el("li", {}, `${c.platform} `, el("code", { text: c.adapter_id }),
-      ` (${c.connection_mode}) `, badge(c.status))))];
+      ` (${c.connection_mode}) `, badge(c.status)))), ...owing];
   },
   briefs(data) {
     const head = el("p", { class: "muted",
