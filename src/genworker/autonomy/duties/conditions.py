@@ -1,29 +1,19 @@
 """Condition triggers: where a metric's value comes from, and the rule it is compared against.
 
-A rule is `[value] <op> <constant>` (`> 10`, `value <= 0.5`, `== true`, `!= 0`) or a bare `true` /
-`false` (`genworker.workspace.models.duty.parse_rule`, which also checks it when the duty loads).
+A rule is `[value] <op> <constant>` (`> 10`, `value <= 0.5`, `== true`, `!= 0`), a bare `true` /
+`false`, or upstream genworker's `> 10%` and `between 0.1 and 0.3`
+(`genworker.workspace.models.duty.parse_rule`, which also checks it when the duty loads).
 """
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Mapping
-from typing import Final, Protocol
+from typing import Protocol
 
 from genworker.workspace.models.duty import parse_rule
 
 __all__ = ["MetricSource", "MetricValue", "RuleError", "StaticMetrics", "evaluate_rule"]
 
 MetricValue = float | bool | None
-
-_OPS: Final[Mapping[str, Callable[[float, float], bool]]] = {
-    ">": operator.gt,
-    ">=": operator.ge,
-    "<": operator.lt,
-    "<=": operator.le,
-    "==": operator.eq,
-    "!=": operator.ne,
-}
 
 
 class RuleError(ValueError):
@@ -48,9 +38,9 @@ class StaticMetrics:
 def evaluate_rule(rule: str, value: MetricValue) -> bool:
     """Whether `value` satisfies `rule` (`parse_rule`); an unknown value never does."""
     try:
-        op, operand = parse_rule(rule)
+        parsed = parse_rule(rule)
     except ValueError as exc:
         raise RuleError(str(exc)) from None
     if value is None:
         return False
-    return _OPS[op](float(value), operand)
+    return parsed.holds(float(value))
