@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -210,7 +211,15 @@ def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
     workspace = small_workspace()
     settings = load_settings(configs, {"GENWORKER_HOT_RELOAD": "false"}, workspace=workspace)
     served: list[tuple[bool, object]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **_: served.append((gc.isenabled(), app)))
+
+    def run(server: uvicorn.Server, sockets: object = None) -> None:
+        served.append((gc.isenabled(), server.config.app))
+        server.started = True
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
+    with socket.socket() as probe:  # `genworker run` listens before it starts: on a free port, not 8000
+        probe.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("HTTP_PORT", str(probe.getsockname()[1]))
     monkeypatch.setattr(cli, "configure_logging", lambda *_: None)  # keep pytest's log handlers
     monkeypatch.setenv("GENWORKER_CONFIG_DIR", str(configs))
     monkeypatch.setenv("GENWORKER_HOT_RELOAD", "false")
