@@ -87,22 +87,45 @@ def load(ws, folder: str, level: SkillLevel = SkillLevel.WORKER) -> tuple[dict, 
     return load_skills(scope, scope.root / folder, level, issues), issues
 
 
-def test_skill_name_must_equal_folder(ws) -> None:
+def test_skill_name_may_differ_from_its_folder(ws) -> None:
+    # upstream keys a skill by its name (any text); the folder is what paths use
     ws.skill("skills/search", name="lookup")
+    ws.skill("skills/data_cn", name="数据分析")
     skills, issues = load(ws, "skills")
-    assert skills == {}
+    assert issues.issues == []
+    assert skills["lookup"].file == "skills/search/SKILL.md"
+    assert skills["数据分析"].file == "skills/data_cn/SKILL.md"
+
+
+def test_two_folders_with_one_skill_name_is_an_error_naming_both(ws) -> None:
+    ws.skill("skills/a-search", name="lookup")
+    ws.skill("skills/b-search", name="lookup")
+    skills, issues = load(ws, "skills")
+    assert list(skills) == ["lookup"] and skills["lookup"].file == "skills/a-search/SKILL.md"
     (issue,) = issues.errors
-    assert issue.file == "skills/search/SKILL.md"
-    assert issue.field == "name"
-    assert issue.line == 2
-    assert "'lookup' must equal the skill folder name 'search'" in issue.message
+    assert (issue.file, issue.field) == ("skills/b-search/SKILL.md", "name")
+    assert "skills/a-search/SKILL.md" in issue.message
 
 
-def test_skill_name_pattern_is_checked_before_the_folder(ws) -> None:
-    ws.skill("skills/Search")
+def test_a_skill_name_that_could_be_a_path_is_refused(ws) -> None:
+    ws.skill("skills/search", name="'../search'")
     _, issues = load(ws, "skills")
     (issue,) = issues.errors
-    assert "lowercase letters, digits and single hyphens" in issue.message
+    assert (issue.field, issue.line) == ("name", 2)
+    assert "without '/'" in issue.message
+
+
+def test_skill_folders_inside_group_folders_load(ws) -> None:
+    ws.skill("skills/reports/weekly-digest")
+    ws.skill("skills/reports/monthly/close")
+    ws.skill("skills/top")
+    (ws.root / "skills/top/scripts/helper").mkdir(parents=True)  # a skill's own resources are not skills
+    ws.skill("skills/top/scripts/helper/inner")
+    (ws.root / "skills/reports/assets").mkdir()
+    skills, issues = load(ws, "skills")
+    assert sorted(skills) == ["close", "top", "weekly-digest"]
+    assert skills["close"].file == "skills/reports/monthly/close/SKILL.md"
+    assert [(i.severity, i.file) for i in issues.issues] == [("warning", "skills/reports/assets")]
 
 
 def test_folder_without_skill_md_warns(ws) -> None:
@@ -134,7 +157,7 @@ def test_instruction_blocks_are_parsed(ws) -> None:
     skills, issues = load(ws, "skills")
     assert issues.issues == []
     planner = skills["planner"]
-    assert dict(planner.blocks) == {"plan": "Plan it.", "reply": "Say it."}
+    assert dict(planner.blocks) == {"general": "Intro.", "plan": "Plan it.", "reply": "Say it."}
     assert planner.spec.settings.strategy.mode is StrategyMode.DETERMINISTIC
 
 
@@ -145,6 +168,51 @@ def test_missing_instruction_block_is_an_error(ws) -> None:
     (issue,) = issues.errors
     assert "['reply'] are referenced but not defined" in issue.message
     assert "## instructions.<key>" in issue.message
+
+
+def test_missing_instruction_block_uses_the_general_block_with_a_warning(ws) -> None:
+    ws.skill("skills/planner", extra=PLANNER, body="Be brief.\n\n## instructions.plan\nPlan it.\n")
+    skills, issues = load(ws, "skills")
+    assert list(skills) == ["planner"]
+    (warning,) = issues.issues
+    assert (warning.severity, warning.field, warning.line) == ("warning", "metadata.genworker.strategy", 7)
+    assert "no '## instructions.reply' block: the general block is used" in warning.message
+
+
+UPSTREAM_LEGACY = """---
+skill_id: lookup
+scope: Worker
+priority: 3
+gate_level: auto
+default_skill: true
+strategy: {mode: Hybrid, workflow: [{step: find, type: manual}]}
+keywords: [find, {keyword: search, weight: 0}]
+recommended_tools: [web_search]
+---
+Look things up.
+"""
+
+
+def test_upstream_legacy_skill_loads_with_warnings_for_what_it_reads_loosely(ws) -> None:
+    (ws.root / "skills/lookup").mkdir(parents=True)
+    (ws.root / "skills/lookup/SKILL.md").write_text(UPSTREAM_LEGACY, encoding="utf-8")
+    skills, issues = load(ws, "skills")
+    settings = skills["lookup"].spec.settings
+    assert (settings.scope, settings.priority, settings.gate_level, settings.default_skill) == (
+        SkillLevel.WORKER,
+        3,
+        "auto",
+        True,
+    )
+    assert settings.strategy.mode is StrategyMode.HYBRID
+    assert [(s.id, s.kind, s.instructions) for s in settings.strategy.steps] == [("find", "autonomous", "general")]
+    assert settings.recommended_tools == ("web_search",)
+    assert dict(skills["lookup"].blocks) == {"general": "Look things up."}
+    assert [(i.severity, i.field, i.line) for i in issues.issues] == [
+        ("warning", "description", 2),
+        ("warning", "strategy.workflow[0].type", 7),
+        ("warning", "keywords[1]", 8),
+    ]
 
 
 def test_declared_scope_mismatch_warns(ws) -> None:
@@ -160,7 +228,7 @@ def test_broken_system_skill_is_reported_and_others_still_load(ws) -> None:
     ws.tenant()
     ws.persona()
     ws.skill("system/skills/good")
-    ws.skill("system/skills/bad", name="Bad_Name")
+    ws.skill("system/skills/bad", name="'bad/name'")
     registry = ws.registry()
     worker = registry.worker("acme", "w")
     assert worker is not None
@@ -172,7 +240,7 @@ def test_broken_worker_skill_fails_only_that_worker(ws) -> None:
     ws.tenant()
     ws.persona(worker_id="w")
     ws.persona(worker_id="other")
-    ws.skill("tenants/acme/workers/w/skills/bad", name="nope")
+    ws.skill("tenants/acme/workers/w/skills/bad", name="'no/pe'")
     registry = ws.registry()
     assert [w.worker_id for w in registry.workers()] == ["other"]
     assert [f.worker_id for f in registry.failures()] == ["w"]

@@ -114,6 +114,14 @@ def test_scores_sum_the_weights_of_keywords_found_once_each(worker) -> None:
     assert match.scores == {"inbox": 4.5}
 
 
+def test_keywords_weighted_zero_or_less_never_score(b) -> None:
+    # upstream files may weigh a keyword 0 (or less); it loads with a warning and never counts
+    b.skill("data", keywords={"data": 0, "table": -1, "chart": 1})
+    worker = b.worker()
+    assert matcher.match(worker, "data table").scores == {}
+    assert matcher.match(worker, "data table chart").scores == {"data": 1.0}
+
+
 def test_keywords_respect_word_boundaries(worker) -> None:
     assert "api-helper" not in matcher.match(worker, "a rapid reply").scores
     assert matcher.match(worker, "call the API, please").scores == {"api-helper": 1.0}

@@ -1,8 +1,13 @@
 """EngineDispatcher: pick the engine from the skill's strategy mode, honour its fallback, and
-turn every failure into an error event and a failed run — never into content."""
+turn every failure into an error event and a failed run — never into content.
+
+Planning and LangGraph have no engine on this server yet: a skill in one of those modes runs
+its declared fallback (recorded on the run and logged as such) or fails with
+`engine_unavailable`; nothing else is run in its place silently."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import assert_never
 
@@ -17,20 +22,28 @@ from genworker.engine.base import (
 )
 from genworker.engine.events import Emit, RunError, RunFinished, RunStarted
 from genworker.engine.react import ReactLoop, initial_messages
-from genworker.engine.workflow import StepFailed, WorkflowEngine
+from genworker.engine.workflow import RETRY_BASE_S, StepFailed, WorkflowEngine, recommended_tools_note
 from genworker.llm.client import recording
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError
 from genworker.observability.logging import bind
-from genworker.workspace.models.skill import StrategyMode
+from genworker.workspace.models.skill import Strategy, StrategyMode
 
 __all__ = ["AVAILABLE_MODES", "EngineDispatcher"]
 
+log = logging.getLogger("genworker.engine")
+
 AVAILABLE_MODES = frozenset({StrategyMode.AUTONOMOUS, StrategyMode.DETERMINISTIC, StrategyMode.HYBRID})
+_WORKFLOW_MODES = frozenset({StrategyMode.DETERMINISTIC, StrategyMode.HYBRID})
+_NOT_HERE = {
+    StrategyMode.PLANNING: "the planning engine is not available on this server yet",
+    StrategyMode.LANGGRAPH: "the LangGraph engine is not available on this server yet",
+}
 
 
 class EngineDispatcher:
-    def __init__(self, deps: EngineDeps) -> None:
+    def __init__(self, deps: EngineDeps, *, retry_base_s: float = RETRY_BASE_S) -> None:
         self.deps = deps
+        self.retry_base_s = retry_base_s  # workflow steps with `retry.backoff: exponential`
 
     async def run(self, req: EngineRequest, emit: Emit) -> RunResult:
         scope = req.scope
@@ -41,23 +54,24 @@ class EngineDispatcher:
     async def _run(self, req: EngineRequest, emit: Emit) -> RunResult:
         strategy = req.skill.spec.settings.strategy
         mode, fallback = strategy.mode, {}
-        if mode not in AVAILABLE_MODES:
+        reason = _cannot_run(strategy)
+        if reason:
             if strategy.fallback is None or strategy.fallback.mode not in AVAILABLE_MODES:
-                message = (
-                    f"skill {req.skill.name}: strategy mode {mode.value!r} is not available "
-                    "and it declares no usable fallback"
-                )
-                await emit(RunError(req.run_id, "engine_unavailable", message))
-                return RunResult("failed", engine=mode.value, error_code="engine_unavailable", error=message)
-            fallback = {
-                "from": mode.value,
-                "to": strategy.fallback.mode.value,
-                "reason": f"{mode.value} is not available",
-            }
+                code = "no_steps" if mode in _WORKFLOW_MODES else "engine_unavailable"
+                message = f"skill {req.skill.name}: {reason}, and it declares no usable fallback"
+                await emit(RunError(req.run_id, code, message))
+                return RunResult("failed", engine=mode.value, error_code=code, error=message)
+            fallback = {"from": mode.value, "to": strategy.fallback.mode.value, "reason": reason}
+            log.warning("skill %s: %s; running its fallback %s", req.skill.name, reason, strategy.fallback.mode.value)
             mode = strategy.fallback.mode
         await emit(RunStarted(req.run_id, mode.value, req.skill.name))
         result = await self._guarded(req, mode, emit)
-        if result.error_code == "step_failed" and strategy.fallback is not None and not fallback:
+        if (
+            result.error_code == "step_failed"
+            and strategy.fallback is not None
+            and not strategy.only_without_steps
+            and not fallback
+        ):
             target = strategy.fallback.mode
             if target in AVAILABLE_MODES and target != mode:
                 fallback = {"from": mode.value, "to": target.value, "reason": result.error}
@@ -73,7 +87,8 @@ class EngineDispatcher:
         try:
             if mode == StrategyMode.AUTONOMOUS:
                 return await self._react(req, emit)
-            return await WorkflowEngine(self.deps, hybrid=mode == StrategyMode.HYBRID).run(req, emit)
+            engine = WorkflowEngine(self.deps, hybrid=mode == StrategyMode.HYBRID, retry_base_s=self.retry_base_s)
+            return await engine.run(req, emit)
         except ModelNotConfiguredError as exc:
             return RunResult("failed", engine=mode.value, error_code="model_not_configured", error=str(exc))
         except ContextOverflowError as exc:
@@ -85,7 +100,8 @@ class EngineDispatcher:
 
     async def _react(self, req: EngineRequest, emit: Emit) -> RunResult:
         loop = ReactLoop(self.deps, req, emit)
-        outcome = await loop.run(req.resume or initial_messages(req), req.skill.spec.settings.strategy.max_turns)
+        messages = req.resume or initial_messages(req, system_extra=recommended_tools_note(req.skill))
+        outcome = await loop.run(messages, req.skill.spec.settings.strategy.max_turns)
         match outcome:
             case FinalOutput(text=text):
                 return RunResult("completed", text, "react", tool_calls=loop.tool_calls)
@@ -100,3 +116,12 @@ class EngineDispatcher:
                 raise AssertionError("ReactLoop.run never returns RunAgain")
             case _:
                 assert_never(outcome)
+
+
+def _cannot_run(strategy: Strategy) -> str:
+    """Why the skill's own mode cannot run here ("" when it can)."""
+    if strategy.mode in _NOT_HERE:
+        return _NOT_HERE[strategy.mode]
+    if strategy.mode in _WORKFLOW_MODES and not strategy.steps:
+        return f"strategy mode {strategy.mode.value!r} has no steps"
+    return ""

@@ -230,9 +230,11 @@ class LLMClient:
         intent: LLMCallIntent,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        tool_choice: Mapping[str, Any] | None = None,
     ) -> Completion:
         completion: Completion | None = None
-        async for event in self.stream(intent, messages, tools):
+        async for event in self.stream(intent, messages, tools, tool_choice=tool_choice):
             if isinstance(event, StreamDone):
                 completion = event.completion
         assert completion is not None
@@ -243,6 +245,8 @@ class LLMClient:
         intent: LLMCallIntent,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        *,
+        tool_choice: Mapping[str, Any] | None = None,  # e.g. force one function
     ) -> AsyncIterator[StreamEvent]:
         tier, groups = self._groups(intent)
         assert self._router is not None
@@ -251,6 +255,8 @@ class LLMClient:
         kwargs["timeout"] = self.config.timeout_s
         if tools:
             kwargs["tools"] = list(tools)
+            if tool_choice is not None:
+                kwargs["tool_choice"] = dict(tool_choice)
         for group in groups:
             started = time.perf_counter()
             try:

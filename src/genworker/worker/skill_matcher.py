@@ -73,9 +73,12 @@ def _keyword_pattern(keyword: str) -> re.Pattern[str] | None:
 
 
 def keyword_score(skill: Skill, folded_text: str) -> float:
-    """Sum of the weights of the skill's keywords found in `folded_text` (already casefolded)."""
+    """Sum of the weights of the skill's keywords found in `folded_text` (already casefolded).
+    A keyword weighted 0 or less (upstream files may have one) never scores."""
     total = 0.0
     for kw in skill.spec.settings.keywords:
+        if kw.weight <= 0:
+            continue
         pattern = _keyword_pattern(kw.keyword)
         if pattern is not None and pattern.search(folded_text):
             total += kw.weight
