@@ -196,7 +196,7 @@ def test_product_system_skills(registry: WorkspaceRegistry, workspace: Path) -> 
     assert skills["general-chat"].spec.settings.default_skill is True
     assert skills["general-chat"].spec.settings.strategy.mode == StrategyMode.AUTONOMOUS
     assert skills["summarize"].spec.settings.strategy.mode == StrategyMode.DETERMINISTIC
-    assert set(skills["summarize"].blocks) == {"general", "key_points", "action_items"}  # the text before the first block
+    assert set(skills["summarize"].blocks) == {"general", "key_points", "action_items"}
     assert skills["acme-handbook"].level == SkillLevel.TENANT
     assert (workspace / "system" / "skills").is_dir()
 

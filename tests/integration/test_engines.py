@@ -356,7 +356,8 @@ async def test_unavailable_mode_uses_the_declared_fallback_and_records_it(
         skill("langgraph", graph=graph, fallback={"condition": "graph mode unavailable", "mode": "autonomous"})
     )
     assert result.status == "completed" and result.engine == "react"
-    assert result.fallback == {"from": "langgraph", "to": "autonomous", "reason": "the LangGraph engine is not available on this server yet"}
+    reason = "the LangGraph engine is not available on this server yet"
+    assert result.fallback == {"from": "langgraph", "to": "autonomous", "reason": reason}
     assert h.of(RunStarted)[0].engine == "autonomous"
 
 
