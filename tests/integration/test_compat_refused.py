@@ -87,7 +87,6 @@ def test_langgraph_module_outside_the_skill_folder(tmp_path: Path) -> None:
     assert any(i.field.startswith("metadata.genworker.strategy.graph") for i in errors), errors
 
 
-@pytest.mark.xfail(strict=False, reason="issue #22: numeric weekdays are not flagged yet")
 def test_numeric_cron_weekdays_load_with_a_warning(tmp_path: Path) -> None:
     root = _workspace(tmp_path)
     _write(
