@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from genworker.autonomy.duties import (
     event_matches,
     select_slots,
 )
+from genworker.autonomy.duties.slots import EPOCH
 from genworker.events import InProcessEventBus
 from genworker.events.models import new_event
 from genworker.worker.lifecycle import TaskLifecycle
@@ -150,6 +152,20 @@ def test_select_slots_bounds_every_policy(policy: str, expected: list[int]) -> N
     narrow = trigger.model_copy(update={"catch_up_window": 90 * 60.0})
     if policy == "catch_up_bounded":
         assert select_slots(narrow, due, now, timedelta(seconds=60)) == [T0 + timedelta(hours=h) for h in (5, 6)]
+
+
+@pytest.mark.parametrize("policy", ["skip", "run_once", "catch_up_bounded"])
+def test_a_slot_due_since_the_scheduler_runs_the_trigger_is_never_missed(policy: str) -> None:
+    trigger = ScheduleTrigger(
+        id="s", type="schedule", interval=3600, misfire_policy=policy, catch_up_max_runs=3, catch_up_window=600
+    )
+    due = [T0 + timedelta(hours=h) for h in range(1, 4)]
+    late = T0 + timedelta(hours=3, minutes=20)  # the tick for 03:00 comes 20 minutes late (a busy loop, a suspend)
+    grace = timedelta(seconds=60)
+    assert select_slots(trigger, due, late, grace, running_since=T0 + timedelta(hours=2, minutes=30)) == due[-1:]
+    # not running when it came due (down since before 03:00): a missed slot, by the policy
+    missed = select_slots(trigger, due, late, grace, running_since=T0 + timedelta(hours=3, minutes=19))
+    assert missed == {"skip": [], "run_once": due[-1:], "catch_up_bounded": []}[policy]
 
 
 def test_rules() -> None:
@@ -399,6 +415,85 @@ async def test_apscheduler_fires_an_interval_job(load: Callable[[Mapping[str, st
         await s.stop()
     assert inner.requests[0].idempotency_key is not None
     assert inner.requests[0].scheduled_for is not None and inner.requests[0].scheduled_for.microsecond == 0
+
+
+class SignallingRoute(LifecycleRoute):
+    """LifecycleRoute that sets `routed` once a request has been routed."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.routed = asyncio.Event()
+
+    async def __call__(self, req: RouteRequest) -> tuple[RunRecord, bool]:
+        result = await super().__call__(req)
+        self.routed.set()
+        return result
+
+
+def since_epoch(at: datetime) -> timedelta:
+    return at - EPOCH
+
+
+@pytest.mark.parametrize(
+    ("trigger", "step"),
+    [
+        ("interval: 5m", timedelta(minutes=5)),
+        ("interval: 30m", timedelta(minutes=30)),
+        ("interval: 7s", timedelta(seconds=7)),
+        ("cron: '*/5 * * * *'", timedelta(minutes=5)),
+    ],
+)
+async def test_a_running_schedule_ticks_on_its_slots(
+    load: Callable[[Mapping[str, str]], tuple[Path, Worker]], trigger: str, step: timedelta
+) -> None:
+    """After the start-up tick, APScheduler's own arithmetic on the trigger the job runs times every
+    later tick on a slot: epoch-anchored intervals, wall-clock cron."""
+    root, worker = load({"d": duty_md("d", f"  - {{id: s, type: schedule, {trigger}}}\n")})
+    store = DutyStore(root)
+    started = datetime.now(UTC)
+    earlier = DutyState(triggers={"s": TriggerState(last_slot=started - 4 * step)})
+    store.state_path("acme", "alice", "d").parent.mkdir(parents=True)
+    store.state_path("acme", "alice", "d").write_text(earlier.model_dump_json(), encoding="utf-8")
+    route = SignallingRoute(root)
+    s = DutyScheduler(store, route)
+    await s.start([worker])
+    try:
+        async with asyncio.timeout(30):
+            await route.routed.wait()  # the start-up tick caught up the latest slot: APScheduler has moved on
+        job = s.jobs()["duty:acme/alice/d/s"]
+        ticks = [job.next_run_time]
+        for _ in range(4):  # each later run: as APScheduler computes it from the run before
+            ticks.append(job.trigger.get_next_fire_time(ticks[-1], ticks[-1]))
+        after = datetime.now(UTC)
+    finally:
+        await s.stop()
+    caught_up = route.requests[0]
+    assert caught_up.scheduled_for is not None and since_epoch(caught_up.scheduled_for) % step == timedelta(0)
+    assert [since_epoch(t) % step for t in ticks] == [timedelta(0)] * 5
+    assert [b - a for a, b in pairwise(ticks)] == [step] * 4
+    assert ticks[0] > caught_up.scheduled_for and ticks[0] - step <= after  # the next slot, none skipped
+
+
+@pytest.mark.parametrize("policy", ["skip", "run_once", "catch_up_bounded"])
+@pytest.mark.parametrize("trigger", ["interval: 2s", "cron: '*/2 * * * * *'"])
+async def test_a_slot_that_comes_due_while_running_fires_under_every_policy(
+    load: Callable[[Mapping[str, str]], tuple[Path, Worker]], trigger: str, policy: str
+) -> None:
+    """Its tick always comes after the slot; with no grace at all the slot still fires, as the slot due now."""
+    root, worker = load({"d": duty_md("d", f"  - {{id: s, type: schedule, {trigger}, misfire_policy: {policy}}}\n")})
+    route = SignallingRoute(root)
+    started = datetime.now(UTC)
+    s = DutyScheduler(DutyStore(root), route, grace=timedelta(0))
+    await s.start([worker])
+    try:
+        async with asyncio.timeout(60):
+            await route.routed.wait()
+    finally:
+        await s.stop()
+    fired = route.requests[0]  # the first tick only armed the trigger: nothing from before the start
+    assert fired.scheduled_for is not None and fired.scheduled_for > started
+    assert since_epoch(fired.scheduled_for) % timedelta(seconds=2) == timedelta(0)
+    assert s.store.executions("acme", "alice", "d")[0].scheduled_for == fired.scheduled_for
 
 
 def test_numeric_cron_weekdays_follow_standard_cron() -> None:

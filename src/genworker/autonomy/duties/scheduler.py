@@ -1,7 +1,8 @@
 """DutyScheduler: fires each active duty's triggers through the WorkerRouter, each slot exactly once.
 
-- schedule: one APScheduler job per trigger; every tick fires the slots due since the last handled
-  slot (persisted), chosen by the misfire policy, so start-up catch-up and a late tick are one path;
+- schedule: one APScheduler job per trigger, ticking on the trigger's slots; every tick fires the slots
+  due since the last handled slot (persisted), chosen by the misfire policy, so start-up catch-up and a
+  late tick are one path;
 - condition: a job every `check_interval` reads the metric and fires only on the transition into true
   (the truth and the pending fire are persisted first, so a restart neither fires again while it
   stays true nor loses a transition it crashed before firing);
@@ -27,7 +28,14 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.duties.conditions import MetricSource, evaluate_rule
 from genworker.autonomy.duties.errors import DutyNotFound
-from genworker.autonomy.duties.slots import aps_trigger, due_slots, duty_version, fire_key, select_slots
+from genworker.autonomy.duties.slots import (
+    aps_trigger,
+    due_slots,
+    duty_version,
+    fire_key,
+    first_run_time,
+    select_slots,
+)
 from genworker.autonomy.duties.store import DutyStore, ExecutionRecord
 from genworker.events import EventBus, Subscription
 from genworker.events.models import Event
@@ -125,6 +133,7 @@ class DutyScheduler:
         self.last_error: dict[str, str] = {}
         self._workers: dict[tuple[str, str], Worker] = {}
         self._job_versions: dict[str, str] = {}
+        self._running_since: dict[str, datetime] = {}  # job id -> when this scheduler started running it
         self._scheduler: AsyncIOScheduler | None = None
         self._subscription: Subscription | None = None
         self._fires: set[asyncio.Task[Any]] = set()
@@ -166,24 +175,28 @@ class DutyScheduler:
             if job.id.startswith(JOB_PREFIX) and job.id not in wanted:
                 job.remove()
                 self._job_versions.pop(job.id, None)
+                self._running_since.pop(job.id, None)
         for ident, (worker, duty, trigger) in wanted.items():
             version = duty_version(duty)
             if self._job_versions.get(ident) == version and self._scheduler.get_job(ident) is not None:
                 continue
             self._job_versions[ident] = version
-            is_schedule = isinstance(trigger, ScheduleTrigger)
+            self._running_since[ident] = self.clock().astimezone(UTC)
+            now = datetime.now(UTC)
+            if isinstance(trigger, ScheduleTrigger):
+                aps, is_schedule, first = aps_trigger(trigger), True, first_run_time(trigger, now)
+            else:
+                aps, is_schedule, first = IntervalTrigger(seconds=trigger.check_interval, timezone=UTC), False, now
             self._scheduler.add_job(
                 self._job,
-                aps_trigger(trigger)
-                if isinstance(trigger, ScheduleTrigger)
-                else IntervalTrigger(seconds=trigger.check_interval, timezone=UTC),
+                aps,
                 args=(worker.tenant_id, worker.worker_id, duty.duty_id, trigger.id, is_schedule),
                 id=ident,
                 name=f"duty {ident.removeprefix(JOB_PREFIX)}",
                 max_instances=1,
                 coalesce=True,
                 misfire_grace_time=None,  # a late tick still runs; tick() applies the misfire policy
-                next_run_time=datetime.now(UTC),  # catch up / first check at once
+                next_run_time=first,  # catch up / first check at once
                 replace_existing=True,
             )
 
@@ -194,6 +207,7 @@ class DutyScheduler:
             self._subscription = None
         if scheduler is not None:
             scheduler.pause()
+        self._running_since.clear()
         fires = list(self._fires)
         if fires:
             _, pending = await asyncio.wait(fires, timeout=grace_s)
@@ -243,8 +257,9 @@ class DutyScheduler:
         if trigger.misfire_policy == "catch_up_bounded":
             after, keep = max(last, now - timedelta(seconds=trigger.catch_up_window)), trigger.catch_up_max_runs
         due = await asyncio.to_thread(due_slots, aps_trigger(trigger), after, now, keep=keep)
+        since = self._running_since.get(f"{JOB_PREFIX}{tenant_id}/{worker_id}/{duty_id}/{trigger_id}")
         outcomes = []
-        for slot in select_slots(trigger, due, now, self.grace):
+        for slot in select_slots(trigger, due, now, self.grace, since):
             outcomes.append(await self._fire(worker, duty, trigger_id, "schedule", slot, slot.isoformat()))
         if due:
             await asyncio.to_thread(self.store.advance, tenant_id, worker_id, duty_id, trigger_id, due[-1])

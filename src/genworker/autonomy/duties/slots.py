@@ -3,7 +3,7 @@ trigger's misfire policy, and the idempotency key of one fire.
 
 A slot is the scheduled instant itself, never "now": two runtimes, a restart or a reload that look at
 the same slot compute the same key. Interval slots are anchored at the Unix epoch so they do not move
-when the process restarts.
+when the process restarts, and the scheduler's job ticks on them (`first_run_time`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from genworker.workspace.models.cron import cron_trigger
 from genworker.workspace.models.duty import DutySpec, ScheduleTrigger
 
-__all__ = ["EPOCH", "aps_trigger", "due_slots", "duty_version", "fire_key", "select_slots"]
+__all__ = ["EPOCH", "aps_trigger", "due_slots", "duty_version", "fire_key", "first_run_time", "select_slots"]
 
 EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 _TICK: Final = timedelta(microseconds=1)
@@ -45,6 +45,16 @@ def aps_trigger(trigger: ScheduleTrigger) -> BaseTrigger:
     return cron_trigger(trigger.cron, trigger.timezone)
 
 
+def first_run_time(trigger: ScheduleTrigger, now: datetime) -> datetime:
+    """When the job's first tick (the start-up catch-up) runs: at once. For an interval that is the
+    latest slot at or before `now`: APScheduler times each later fire as the previous one plus the
+    interval, so only a first fire on a slot keeps the rest on the slots."""
+    if trigger.interval is None:
+        return now  # a cron trigger finds its next fire from the wall clock
+    step = timedelta(seconds=trigger.interval)
+    return EPOCH + (now.astimezone(UTC) - EPOCH) // step * step
+
+
 def due_slots(trigger: BaseTrigger, after: datetime, until: datetime, *, keep: int | None = None) -> list[datetime]:
     """Slots in (after, until], oldest first, in UTC; with `keep`, only the newest `keep` of them.
 
@@ -60,19 +70,31 @@ def due_slots(trigger: BaseTrigger, after: datetime, until: datetime, *, keep: i
         cursor, wall = nxt.astimezone(UTC), nxt.replace(tzinfo=None)
 
 
-def select_slots(trigger: ScheduleTrigger, due: list[datetime], now: datetime, grace: timedelta) -> list[datetime]:
-    """Which `due` slots to fire now, oldest first. A slot no older than `grace` is on time and always
-    fires; the rest were missed and follow `misfire_policy` (never more than `catch_up_max_runs`)."""
+def select_slots(
+    trigger: ScheduleTrigger,
+    due: list[datetime],
+    now: datetime,
+    grace: timedelta,
+    running_since: datetime | None = None,
+) -> list[datetime]:
+    """Which `due` slots to fire now, oldest first.
+
+    The latest slot is on time, and always fires, when it came due while this scheduler was running the
+    trigger (at or after `running_since`), however late its tick, or is no older than `grace`. The rest
+    were missed (no runtime was running, or the previous fire was still running) and follow
+    `misfire_policy` (never more than `catch_up_max_runs`)."""
     if not due:
         return []
     latest = due[-1]
+    on_time = now - latest <= grace or (running_since is not None and latest >= running_since)
     match trigger.misfire_policy:
         case "skip":
-            return [latest] if now - latest <= grace else []
+            return [latest] if on_time else []
         case "run_once":
             return [latest]
         case "catch_up_bounded":
             window = timedelta(seconds=trigger.catch_up_window)
-            return [s for s in due if now - s <= window][-trigger.catch_up_max_runs :]
+            kept = [s for s in due if now - s <= window or (s == latest and on_time)]
+            return kept[-trigger.catch_up_max_runs :]
         case _ as unknown:
             assert_never(unknown)
