@@ -47,6 +47,9 @@ def load_skill(
     if errors:
         raise WorkspaceError(errors)
     warnings += _compat_warnings(doc, spec, level)
+    if spec.name != folder.name:
+        message = f"mapped: the skill is named {spec.name!r}; its folder {folder.name!r} is what paths use"
+        warnings.append(Issue("note", rel, message, "name", doc.line_of(["name"])))
     return Skill(spec, level, rel, doc.body, frozen_map(blocks)), warnings
 
 

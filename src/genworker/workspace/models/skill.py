@@ -15,11 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, AliasChoices, BeforeValidator, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
-from genworker.workspace.models.base import JsonMap, Model, StrTuple, unique_ids
+from genworker.workspace.models.base import JsonMap, Model, StrTuple, lower, note, unique_ids
 
 __all__ = [
     "Graph",
@@ -68,16 +76,16 @@ def _lower(value: Any) -> Any:
     return value.strip().lower() if isinstance(value, str) else value
 
 
-def _mode_or_autonomous(value: Any) -> Any:
+def _mode_or_autonomous(value: Any, info: ValidationInfo) -> Any:
     """Upstream lower-cases the mode and reads an unknown one as autonomous (the loader warns)."""
-    value = _lower(value)
+    value = lower(value, info)
     if isinstance(value, str) and value not in StrategyMode.__members__.values():
         return StrategyMode.AUTONOMOUS
     return value
 
 
-def _known_level(value: Any) -> Any:
-    value = _lower(value)
+def _known_level(value: Any, info: ValidationInfo) -> Any:
+    value = lower(value, info)
     return SkillLevel(value) if value in SkillLevel.__members__.values() else value
 
 
@@ -225,17 +233,20 @@ class Strategy(Model):
     steps: tuple[WorkflowStep, ...] = ()
     graph: Graph | None = None
 
+    compat_keys: ClassVar[frozenset[str]] = frozenset({"workflow"})
+
     @model_validator(mode="before")
     @classmethod
     def _upstream_workflow(cls, data: Any) -> Any:
         if not isinstance(data, Mapping) or "workflow" not in data:
             return data
+        note("workflow", "mapped", "upstream's workflow steps -> steps (type deterministic -> kind llm)")
         if "steps" in data:
             raise ValueError("write the steps either as 'workflow' (upstream) or as 'steps', not both")
         raw = data["workflow"] or []
         if not isinstance(raw, list):
             return {**data, "steps": raw}  # let validation report it
-        deterministic = _mode_or_autonomous(data.get("mode")) == StrategyMode.DETERMINISTIC
+        deterministic = _lower(data.get("mode")) == StrategyMode.DETERMINISTIC
         steps = [
             _upstream_step(item, i, deterministic=deterministic) if isinstance(item, Mapping) else item
             for i, item in enumerate(raw)
@@ -266,6 +277,13 @@ class SkillMeta(Model):
     gate_level: str | None = None  # upstream's skill gate level: recorded, not used
     strategy: Strategy = Strategy()
 
+    @field_validator("gate_level")
+    @classmethod
+    def _recorded(cls, value: str | None) -> str | None:
+        if value is not None:
+            note("gate_level", "ignored", "recorded, not used: the duty and the Policy Gate decide on gates")
+        return value
+
 
 class Metadata(Model):
     open_extras = True  # Agent Skills metadata is free-form; only `genworker` is ours
@@ -284,6 +302,8 @@ def _safe_name(value: str) -> str:
 
 
 class SkillSpec(Model):
+    compat_keys: ClassVar[frozenset[str]] = frozenset({"skill_id", *_LEGACY_KEYS})
+
     name: Annotated[str, AfterValidator(_safe_name)] = Field(min_length=1, max_length=64)
     description: str = Field(default="", max_length=1024)
     version: str | None = None
@@ -299,6 +319,9 @@ class SkillSpec(Model):
         level (a `metadata.genworker` value wins over the top-level one)."""
         if not isinstance(data, Mapping) or data.get("skill_id") in (None, ""):
             return data
+        note(
+            "skill_id", "mapped", "upstream's legacy format: skill_id -> name, top-level settings -> metadata.genworker"
+        )
         out = dict(data)
         out["name"] = out.pop("skill_id")
         metadata = dict(out["metadata"]) if isinstance(out.get("metadata"), Mapping) else {}
