@@ -99,3 +99,52 @@ async def test_needs_trust_level_2(scope: ToolScope) -> None:
         await run_pre_script(PreScript(inline="print(1)"), low, None)
 
     assert str(raised.value) == "inline pre_script: pre-scripts need trust level 2; tenant acme has 1"
+
+
+@function_tool(effect=Effect.READ)
+async def other(name: str) -> str:
+    """Another tool.
+
+    Args:
+        name: Anything.
+    """
+    return name
+
+
+async def test_enabled_tools_limit_what_the_code_may_call(scope: ToolScope) -> None:
+    """Upstream's inline form: `enabled_tools` narrows the bridge; the pipeline still decides the rest."""
+    pipeline = ToolPipeline([metric, other])
+    code = (
+        "print(tools.call('metric', name='signups'))\n"
+        "try:\n    tools.call('other', name='x')\nexcept tools.ToolError as exc:\n    print(exc.kind, exc.code)\n"
+    )
+    pre_script = PreScript.model_validate({"source": code, "enabled_tools": ["metric"]})
+
+    assert await run_pre_script(pre_script, scope, pipeline) == "signups=17\ndenied denied_by_worker\n"
+
+
+async def test_max_tool_calls_bounds_the_bridge(scope: ToolScope) -> None:
+    code = (
+        "for _ in range(3):\n    try:\n        print(tools.call('metric', name='a'))\n"
+        "    except tools.ToolError as exc:\n        print(exc.code)\n"
+    )
+    pre_script = PreScript.model_validate({"source": code, "max_tool_calls": 2})
+
+    assert await run_pre_script(pre_script, scope, ToolPipeline([metric])) == "a=17\na=17\ntoo_many_calls\n"
+
+
+async def test_a_ref_pre_script_is_one_tool_call_through_the_pipeline(scope: ToolScope) -> None:
+    """Upstream's `{tool_name, tool_input}`: no code runs, so no trust level 2 is needed."""
+    low = ToolScope("acme", "alice", "run-9", scope.worker_dir, trust_level=1)
+    pre_script = PreScript.model_validate({"tool_name": "metric", "tool_input": [["name", "churn"]]})
+
+    assert await run_pre_script(pre_script, low, ToolPipeline([metric])) == "churn=17"
+
+
+async def test_a_ref_pre_script_the_pipeline_refuses_fails_clearly(scope: ToolScope) -> None:
+    pre_script = PreScript.model_validate({"tool_name": "nope"})
+
+    with pytest.raises(PreScriptError) as raised:
+        await run_pre_script(pre_script, scope, ToolPipeline([metric]))
+
+    assert str(raised.value).startswith("pre_script tool 'nope' was refused: ")
