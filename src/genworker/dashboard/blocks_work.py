@@ -92,6 +92,7 @@ def _run(run: RunRecord) -> dict[str, Any]:
         **_task(run),
         "skill_id": run.skill_id,
         "engine": run.engine,
+        "execution_depth": run.provenance.execution_depth,
         "run_ms": run.timings.run_ms,
         "deliverables": [
             {"kind": d.kind, "title": d.title, "ref": d.ref, "content": d.content[:500]} for d in run.deliverables

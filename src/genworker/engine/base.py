@@ -7,13 +7,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from genworker.llm.client import LLMCallRecord, LLMClient
-from genworker.llm.intent import Purpose
+from genworker.llm.intent import Purpose, Tier
 from genworker.tools.base import ToolCall, ToolSpec
 from genworker.tools.context import Caller, ToolScope
 from genworker.tools.outcomes import ToolOutcome
 from genworker.workspace.snapshot import Skill
 
 __all__ = [
+    "DepthBudget",
     "EngineDeps",
     "EngineRequest",
     "FinalOutput",
@@ -38,6 +39,18 @@ class ToolRunner(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class DepthBudget:
+    """What the run's execution depth buys (the tenant's `execution_depths`): the model tier of its
+    ReAct turns, at most `max_rounds` turns per loop (below the skill's own max_turns), and
+    `token_budget` tokens over all of its model calls."""
+
+    depth: str
+    tier: Tier
+    max_rounds: int
+    token_budget: int
+
+
+@dataclass(frozen=True, slots=True)
 class EngineRequest:
     run_id: str
     skill: Skill
@@ -47,6 +60,7 @@ class EngineRequest:
     history: tuple[Message, ...] = ()
     purpose: Purpose = Purpose.TASK
     resume: tuple[Message, ...] = ()  # a ReAct loop continues from this conversation instead of starting one
+    budget: DepthBudget | None = None  # None: the skill's max_turns, the purpose's tier, no token budget
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +84,8 @@ class FinalOutput:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
-    reason: Literal["max_turns_exceeded", "condition_stopped", "waiting"]  # waiting: a tool suspended the run
+    # waiting: a tool suspended the run; budget_exceeded: the depth's token budget is spent
+    reason: Literal["max_turns_exceeded", "budget_exceeded", "condition_stopped", "waiting"]
     text: str = ""
 
 
@@ -88,7 +103,9 @@ StepOutcome = RunAgain | FinalOutput | Interrupted | NeedsApproval
 
 # -- the whole run ------------------------------------------------------------------
 
-RunStatus = Literal["completed", "max_turns_exceeded", "approval_required", "condition_stopped", "waiting", "failed"]
+RunStatus = Literal[
+    "completed", "max_turns_exceeded", "budget_exceeded", "approval_required", "condition_stopped", "waiting", "failed"
+]
 
 
 @dataclass(frozen=True, slots=True)

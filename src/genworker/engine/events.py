@@ -33,7 +33,9 @@ class RunStarted:
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: str
-    outcome: Literal["completed", "max_turns_exceeded", "approval_required", "condition_stopped", "waiting"]
+    outcome: Literal[
+        "completed", "max_turns_exceeded", "budget_exceeded", "approval_required", "condition_stopped", "waiting"
+    ]
     output: str
 
 

@@ -1,4 +1,9 @@
-"""ReAct: the OpenAI tool-calling loop. One turn = one model call, then its tool calls."""
+"""ReAct: the OpenAI tool-calling loop. One turn = one model call, then its tool calls.
+
+A run's execution depth (`EngineRequest.budget`) caps the turns below the skill's own limit, picks
+the model tier of every turn, and stops the loop once the run's model calls have used its token
+budget (checked between turns: a turn in flight finishes).
+"""
 
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from genworker.engine.events import (
     ToolCallResult,
     ToolCallStart,
 )
-from genworker.llm.client import Completion, ModelToolCall, StreamDone, TextChunk, ToolCallChunk
+from genworker.llm.client import Completion, ModelToolCall, StreamDone, TextChunk, ToolCallChunk, recorded_tokens
 from genworker.llm.intent import LLMCallIntent
 from genworker.tools.base import Suspend, ToolCall
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolNeedsApproval, ToolOutcome, outcome_text
@@ -41,7 +46,8 @@ def initial_messages(req: EngineRequest, task: str | None = None, system_extra: 
 
 
 class ReactLoop:
-    """Runs turns until the model answers without tool calls, or max_turns is reached."""
+    """Runs turns until the model answers without tool calls, or max_turns (capped by the depth's
+    rounds) is reached, or the depth's token budget is spent."""
 
     def __init__(self, deps: EngineDeps, req: EngineRequest, emit: Emit, *, step_id: str = "") -> None:
         self.deps, self.req, self.emit, self.step_id = deps, req, emit, step_id
@@ -49,16 +55,27 @@ class ReactLoop:
         self.schemas = [spec.openai_schema() for spec in deps.tools.visible(req.scope)]
 
     async def run(self, messages: tuple[Message, ...], max_turns: int) -> StepOutcome:
+        budget = self.req.budget
+        if budget is not None:
+            max_turns = min(max_turns, budget.max_rounds)
         for _ in range(max_turns):
             outcome = await self.turn(messages)
             match outcome:
                 case RunAgain(messages=messages):
+                    spent = recorded_tokens()
+                    if budget is not None and spent is not None and spent >= budget.token_budget:
+                        return Interrupted(
+                            "budget_exceeded",
+                            f"stopped: the run's model calls used {spent} tokens, the {budget.depth} depth "
+                            f"allows {budget.token_budget}",
+                        )
                     continue
                 case FinalOutput() | NeedsApproval() | Interrupted():
                     return outcome
                 case _:
                     assert_never(outcome)
-        return Interrupted("max_turns_exceeded", f"stopped after {max_turns} turns without a final answer")
+        depth = f" (the {budget.depth} depth's limit)" if budget is not None and budget.max_rounds == max_turns else ""
+        return Interrupted("max_turns_exceeded", f"stopped after {max_turns} turns{depth} without a final answer")
 
     async def turn(self, messages: tuple[Message, ...]) -> StepOutcome:
         completion = await self._model(messages)
@@ -89,7 +106,8 @@ class ReactLoop:
         return RunAgain((*messages, assistant, *replies))
 
     async def _model(self, messages: Sequence[Message]) -> Completion:
-        intent = LLMCallIntent(self.req.purpose, requires_tools=bool(self.schemas))
+        tier = self.req.budget.tier if self.req.budget is not None else None
+        intent = LLMCallIntent(self.req.purpose, requires_tools=bool(self.schemas), tier=tier)
         open_calls: dict[int, str] = {}
         async for event in self.deps.llm.stream(intent, messages, self.schemas or None):
             match event:

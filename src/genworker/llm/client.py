@@ -35,6 +35,7 @@ __all__ = [
     "StreamEvent",
     "TextChunk",
     "ToolCallChunk",
+    "recorded_tokens",
     "recording",
 ]
 
@@ -50,6 +51,12 @@ def recording() -> Iterator[list[LLMCallRecord]]:
         yield calls
     finally:
         _RECORDING.reset(token)
+
+
+def recorded_tokens() -> int | None:
+    """Prompt + completion tokens of the calls recorded so far in this context; None when not recording."""
+    calls = _RECORDING.get()
+    return None if calls is None else sum(c.prompt_tokens + c.completion_tokens for c in calls)
 
 
 log = logging.getLogger("genworker.llm")

@@ -33,3 +33,4 @@ class LLMCallIntent:
     requires_tools: bool = False
     requires_reasoning: bool = False
     long_context: bool = False
+    tier: Tier | None = None  # chosen by the caller (a run's execution depth): wins over the table

@@ -32,6 +32,8 @@ class TableRoutingPolicy:
     table: Mapping[Purpose, Tier] = field(default_factory=lambda: DEFAULT_TABLE)
 
     def tier_for(self, intent: LLMCallIntent) -> Tier:
+        if intent.tier is not None:
+            return intent.tier
         if intent.requires_reasoning:
             return Tier.REASONING
         tier = self.table.get(intent.purpose, Tier.STANDARD)

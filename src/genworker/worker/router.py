@@ -2,8 +2,8 @@
 
 resolve tenant/worker/thread -> per-thread turn (FIFO) -> TaskGovernanceStage (manifest,
 snapshots, decision) -> persist the task -> blocked: fail | gated: confirmation | auto:
-SkillMatcher -> tool scope by posture -> context under budget -> engine -> results back to
-the run record and the session.
+SkillMatcher -> tool scope by posture -> context under budget -> engine (with the execution
+depth's budget and, for a duty, its brief) -> results back to the run record and the session.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
+from genworker.worker.duty_brief import depth_budget, duty_brief
 from genworker.worker.governance import GovernanceDecision, GovernanceInput, GovernanceOutcome, TaskGovernanceStage
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence
 from genworker.worker.governance.models import SourceType
@@ -48,6 +49,7 @@ from genworker.worker.task import (
     TaskProvenance,
     ToolCallRecord,
 )
+from genworker.workspace.models.depth import DEFAULT_DEPTH
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.write_journal import DIRECT, DurableFiles, Written
@@ -187,9 +189,7 @@ class WorkerRouter:
             return self.sessions.unsaved_thread(req.tenant_id, req.worker_id, thread_id)
         return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, thread_id)
 
-    async def _start(
-        self, req: RouteRequest, worker: Worker, thread_id: str, run_id: str, task_id: str
-    ) -> _Started:
+    async def _start(self, req: RouteRequest, worker: Worker, thread_id: str, run_id: str, task_id: str) -> _Started:
         """Governance, the skill, and the task's manifest and run record written (not yet durable)."""
         state = self.registry.tenant(req.tenant_id)
         assert state is not None
@@ -303,7 +303,17 @@ class WorkerRouter:
             thread_id=thread_id,
         )
         assert match.skill is not None
-        engine_req = EngineRequest(run_id, match.skill, context.task, scope, resume=req.resume)
+        depth = outcome.manifest.execution_depth or DEFAULT_DEPTH
+        brief = duty_brief(outcome.duty, manifest.provenance.trigger_id, depth)  # joins the system prompt
+        engine_req = EngineRequest(
+            run_id,
+            match.skill,
+            context.task,
+            scope,
+            brief,
+            resume=req.resume,
+            budget=depth_budget(tenant.tenant, depth),
+        )
         settled = _Settled()  # the engine starts at once: its tool calls wait for `written` (scope.recorded)
         async for event in self._engine_events(engine_req, context, ref, question, settled):
             yield event
@@ -516,6 +526,7 @@ class WorkerRouter:
             goal_id=m.goal_id,
             duty_id=m.duty_id,
             trigger_id=m.trigger_id,
+            execution_depth=m.execution_depth or DEFAULT_DEPTH,
             process_id=m.process_id,
             step_id=m.step_id,
             contract_version=m.contract_version,
@@ -558,10 +569,12 @@ class _EventSink:
 
 
 def _with_context(req: EngineRequest, context: ManagedContext) -> EngineRequest:
-    """`req` with the assembled prompt: system text, history and task from `context`."""
+    """`req` with the assembled prompt: system text (then `req.system`, the duty brief), history and
+    task from `context`."""
+    system = "\n\n".join(p for p in (context.system_prompt, req.system) if p)
     return EngineRequest(
-        req.run_id, req.skill, context.task, req.scope, context.system_prompt, tuple(context.history), req.purpose,
-        req.resume,
+        req.run_id, req.skill, context.task, req.scope, system, tuple(context.history), req.purpose, req.resume,
+        req.budget,
     )  # fmt: skip
 
 

@@ -172,6 +172,7 @@ class TaskProvenance:
     goal_id: str | None = None
     duty_id: str | None = None
     trigger_id: str | None = None
+    execution_depth: str | None = None  # quick | standard | deep: the duty's for the trigger, else standard
     process_id: str | None = None
     step_id: str | None = None
     contract_version: str | None = None

@@ -302,7 +302,7 @@ const RENDERERS = {
     const cost = t.cost_usd === null ? "n/a" : `$${t.cost_usd}`;
     return [el("p", { class: "muted", text: `${t.runs} runs · ${t.model_calls} model calls · ${t.tokens} tokens · cost ${cost}` }),
       data.runs.length ? table(["Run", "State", "Model usage", "Tool calls", "Deliverables"], data.runs.map((r) => [
-        el("code", { text: r.run_id.slice(-13) }), badge(r.state),
+        el("code", { text: r.run_id.slice(-13) }), [badge(r.state), r.execution_depth ? badge(r.execution_depth) : null],
         r.model_usage.map((u) => `${u.model} ${u.tokens} tok ${u.latency_ms} ms${u.cost_usd !== null ? ` $${u.cost_usd}` : ""}`).join("; "),
         r.tool_calls.map((c) => `${c.name}:${c.outcome}`).join(", "),
         r.deliverables.map((d) => d.title || d.ref || d.content.slice(0, 80)).join("; ")])) : muted("No runs yet.")];

@@ -110,10 +110,11 @@ def _settled(run: RunRecord, result: RunResult, goal_status: GoalStatus | None, 
             return replace(
                 moved, deliverables=(*run.deliverables, *output), goal_status=goal_status or GoalStatus.NOT_APPLICABLE
             )
-        case "max_turns_exceeded":
-            moved = _advance(run, RunState.BUDGET_EXCEEDED, now, "max_turns_exceeded")
+        case "max_turns_exceeded" | "budget_exceeded":
+            moved = _advance(run, RunState.BUDGET_EXCEEDED, now, result.status)
             partial = tuple(replace(d, title="partial output") for d in output)
-            error = RunError("max_turns_exceeded", result.error or "the engine reached its turn limit")
+            limit = "turn limit" if result.status == "max_turns_exceeded" else "token budget"
+            error = RunError(result.status, result.error or f"the engine reached its {limit}")
             return replace(moved, deliverables=(*run.deliverables, *partial), error=error)
         case "waiting":  # a tool parked the task (e.g. wait_for_event); a WAITING plan resumes it
             return _advance(run, RunState.PAUSED, now, result.output or "waiting")

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from genworker.tools.mcp.config import MCPServerConfig
 from genworker.workspace.models.base import JsonMap, Model, SecretMap, StrTuple, WorkspaceId, check_effect_table
+from genworker.workspace.models.depth import ExecutionDepths
 from genworker.workspace.models.policy import PolicyOverrides
 
 __all__ = ["Tenant", "TenantToolPolicy"]
@@ -29,6 +30,7 @@ class Tenant(Model):
     tool_effect_overrides: JsonMap = Field(default_factory=dict)
     credentials: SecretMap = Field(default_factory=dict, repr=False)
     policy: PolicyOverrides = PolicyOverrides()  # Policy Gate / interruption budget / WAITING overrides
+    execution_depths: ExecutionDepths = ExecutionDepths()  # what quick / standard / deep buy (tier, rounds, tokens)
 
     @field_validator("tool_effect_overrides")
     @classmethod
