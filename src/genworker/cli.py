@@ -8,6 +8,7 @@ import os
 import sys
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from genworker import __version__, cli_chat, cli_keys, cli_local, cli_output, cl
 from genworker.cli_http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
+from genworker.workspace.documents import explaining
 from genworker.workspace.errors import Issue
 from genworker.workspace.registry import WorkspaceRegistry
 
@@ -49,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="validate a workspace and list every problem")
     check.add_argument("--workspace", type=Path, help="workspace folder (default: from settings)")
     check.add_argument("--json", action="store_true", help="machine-readable output")
+    check.add_argument(
+        "--explain",
+        action="store_true",
+        help="also say, per file, which fields were understood, mapped from another spelling, or ignored",
+    )
     cli_local.add_progress_arguments(check)
     check.set_defaults(handler=_check)
 
@@ -84,17 +91,18 @@ def _check(args: argparse.Namespace) -> int:
     from genworker.autonomy.sensing.filters import filter_issues  # the sensors stack: only check needs it
 
     registry = WorkspaceRegistry.from_settings(settings)
-    summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
+    with explaining() if args.explain else nullcontext():
+        summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
     issues = registry.issues() + [i for w in registry.workers() for i in filter_issues(registry.root, w)]
+    notes = registry.notes() if args.explain else []
     errors = [i for i in issues if i.severity == "error"]
     if args.json:
-        print(
-            json.dumps(
-                {"ok": not errors, "summary": asdict(summary), "issues": [i.as_dict() for i in issues]}, indent=2
-            )
-        )
+        report = {"ok": not errors, "summary": asdict(summary), "issues": [i.as_dict() for i in issues]}
+        if args.explain:
+            report["notes"] = [i.as_dict() for i in notes]
+        print(json.dumps(report, indent=2))
         return 1 if errors else 0
-    _print_grouped(issues)
+    _print_grouped(_explained(notes) + issues)
     warnings = len(issues) - len(errors)
     counts = ", ".join(
         _count(n, what)
@@ -121,6 +129,14 @@ def _count(n: int, what: str) -> str:
     return f"{n} {what[:-1]}ies" if what.endswith("y") else f"{n} {what}s"
 
 
+_NOTE_ORDER = {"understood": 0, "mapped": 1, "ignored": 2}
+
+
+def _explained(notes: list[Issue]) -> list[Issue]:
+    """Notes as `understood` / `mapped` / `ignored` lines (the message starts with the kind)."""
+    return sorted(notes, key=lambda n: _NOTE_ORDER.get(n.message.partition(":")[0], 3))
+
+
 def _print_grouped(issues: list[Issue]) -> None:
     by_file: dict[str, list[Issue]] = defaultdict(list)
     for issue in issues:
@@ -130,7 +146,11 @@ def _print_grouped(issues: list[Issue]) -> None:
         for issue in by_file[file]:
             line = f"line {issue.line}: " if issue.line else ""
             field = f"{issue.field}: " if issue.field else ""
-            print(f"  {issue.severity}: {line}{field}{issue.message}")
+            kind: str = issue.severity
+            message = issue.message
+            if kind == "note":
+                kind, _, message = message.partition(": ")
+            print(f"  {kind}: {line}{field}{message}")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -102,3 +102,44 @@ def test_console_script_checks_the_demo_workspace(tmp_path: Path, demo_workspace
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("OK: 1 tenant, ")
     assert "warning" not in result.stdout
+
+
+def test_explain_says_per_file_what_was_understood_mapped_and_unknown(
+    small_workspace: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue #22: a workspace written for upstream genworker, and what the loader made of each file."""
+    root = small_workspace(
+        tenants={"acme": ["alice"]},
+        extra={
+            "tenants/acme/TENANT.json": '{"name": "Acme", "trust_level": 2}',
+            "tenants/acme/workers/alice/PERSONA.md": (
+                "---\nidentity: {name: Alice, worker_id: alice}\nmode: personal\ncolour: red\n---\nYou are Alice.\n"
+            ),
+        },
+    )
+    assert main(["check", "--workspace", str(root)]) == 0
+    plain = capsys.readouterr().out
+    assert "understood" not in plain and "mapped" not in plain
+    assert main(["check", "--workspace", str(root), "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "tenants/acme/TENANT.json\n"
+        "  understood: name, trust_level\n"
+        "  mapped: tenant_id: (absent) -> 'acme', the folder name\n"
+    ) in out
+    assert (
+        "tenants/acme/workers/alice/PERSONA.md\n"
+        "  understood: identity, mode\n"
+        "  warning: line 4: colour: unknown field (ignored)\n"
+    ) in out
+    assert out.strip().splitlines()[-1].endswith("(1 warning)")
+    assert main(["check", "--workspace", str(root), "--explain", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {
+        "severity": "note",
+        "file": "tenants/acme/TENANT.json",
+        "field": "tenant_id",
+        "line": None,
+        "message": "mapped: (absent) -> 'acme', the folder name",
+    } in report["notes"]
+    assert all(i["severity"] != "note" for i in report["issues"])

@@ -88,7 +88,7 @@ def test_secrets_are_never_echoed(server: LiveServer, workspace: Path) -> None:
     assert [c["adapter_id"] for c in body["channels"]] == ["acme~alice~slack", "acme~alice~feishu"]
     assert body["channels"][0]["reply_mode"] == "complete"
     assert body["credentials"] == {
-        "slack": {"bot_token": "set", "signing_secret": "set", "app_token": "unset"},
+        "slack": {"bot_token": "set", "signing_secret": "set", "app_token": "unset", "team_id": None},
     }
     assert BOT_TOKEN not in response.text and SIGNING not in response.text
 
@@ -123,7 +123,7 @@ def test_put_merges_validates_and_writes_atomically(server: LiveServer, workspac
     removed = call(server, "PUT", CONFIG, acme, json={"credentials": {"feishu": None, "slack": {"app_token": None}}})
     assert removed.status_code == 200, removed.text
     assert removed.json()["credentials"] == {
-        "slack": {"bot_token": "set", "signing_secret": "set", "app_token": "unset"}
+        "slack": {"bot_token": "set", "signing_secret": "set", "app_token": "unset", "team_id": None}
     }
 
 

@@ -53,14 +53,16 @@ def test_unknown_tenant_fields_warn(ws) -> None:
     assert [(i.severity, i.field, i.line) for i in state.issues] == [("warning", "colour", 3)]
 
 
-def test_default_worker_must_have_a_folder(ws) -> None:
+def test_default_worker_without_a_folder_is_a_warning(ws) -> None:
+    """Upstream does not check it; here it is ignored, with a warning."""
     ws.tenant(default_worker="ghost")
     ws.persona()
     scope = Scope(ws.root.resolve())
     state = load_tenant(scope, scope.root / "tenants/acme", {})
     assert state.issues == ()
     (issue,) = default_worker_issues(state)
-    assert (issue.severity, issue.field) == ("error", "default_worker")
+    assert (issue.severity, issue.field) == ("warning", "default_worker")
+    assert issue.message == "default_worker 'ghost' has no folder under workers/ (ignored)"
     assert list(state.workers) == ["w"]
 
 

@@ -39,7 +39,7 @@ def test_empty_credentials() -> None:
     "data",
     [
         {"slack": {"bot_token": "xoxb-SECRET", "signing_secret": ["SECRET"]}},
-        {"slack": {"bot_token": 12345678, "signing_secret": "SECRET"}},
+        {"slack": {"bot_token": 12345678}},  # a number is text (redacted); signing_secret is missing
         {"feishu": {"app_id": "SECRET"}},
         {"email": {"worker_address": "a@b", "worker_imap_port": "SECRET"}},
         {"wecom": "SECRET"},

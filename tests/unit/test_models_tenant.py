@@ -8,8 +8,9 @@ from genworker.workspace.models import Contact, Rule, Tenant
 
 def test_tenant_defaults() -> None:
     tenant = Tenant(tenant_id="acme")
-    assert tenant.name == ""
-    assert tenant.trust_level == 1
+    assert tenant.name == "acme"  # the id when absent
+    assert tenant.trust_level == 0  # BASIC when absent, as upstream (was 1)
+    assert Tenant.model_validate({"tenant_id": "acme", "trust_level": "2"}).trust_level == 2
     assert tenant.tool_policy.denied_tools == ()
     assert tenant.mcp_remote_allowed is False
     assert tenant.default_worker is None

@@ -76,11 +76,11 @@ def test_reload_worker_picks_up_an_edit_and_bumps_version(ws) -> None:
 
 def test_invalid_edit_keeps_the_last_good_worker(ws) -> None:
     registry = build(ws)
-    ws.duty("triage", "status: sleeping\n")
+    ws.duty("triage", "escalation: nope\n")
     outcome = registry.reload_worker("acme", "w")
     assert not outcome.ok
     assert outcome.kept_last_good
-    assert [e.field for e in outcome.errors] == ["status"]
+    assert [e.field for e in outcome.errors] == ["escalation"]
     kept = registry.worker("acme", "w")
     assert kept is not None
     assert kept.version == 1
@@ -88,9 +88,9 @@ def test_invalid_edit_keeps_the_last_good_worker(ws) -> None:
     entry = registry.describe()["tenants"]["acme"]["workers"]["w"]
     assert entry["status"] == "loaded"
     assert [(e["field"], e["file"]) for e in entry["reload_errors"]] == [
-        ("status", "tenants/acme/workers/w/duties/triage.md")
+        ("escalation", "tenants/acme/workers/w/duties/triage.md")
     ]
-    assert any(i.field == "status" for i in registry.issues())
+    assert any(i.field == "escalation" for i in registry.issues())
 
     ws.duty("triage")  # fixed again
     assert registry.reload_worker("acme", "w").ok
@@ -184,10 +184,10 @@ def test_reload_tenant_reports_a_worker_that_keeps_its_last_good_version(ws) -> 
     """The tenant reloads, but one worker's new files are rejected: the outcome says so (it once
     said ok, with no errors, and the watcher logged a clean reload)."""
     registry = build(ws)
-    ws.duty("triage", "status: sleeping\n")
+    ws.duty("triage", "escalation: nope\n")
     outcome = registry.reload_tenant("acme")
     assert not outcome.ok and outcome.kept_last_good
-    assert [(e.field, e.file) for e in outcome.errors] == [("status", "tenants/acme/workers/w/duties/triage.md")]
+    assert [(e.field, e.file) for e in outcome.errors] == [("escalation", "tenants/acme/workers/w/duties/triage.md")]
     assert registry.worker("acme", "w").version == 1  # type: ignore[union-attr]
     assert registry.worker("acme", "other").version == 2  # type: ignore[union-attr]
     ws.duty("triage")
@@ -282,7 +282,7 @@ def test_reload_tenant_refuses_a_folder_symlinked_outside(ws, outside: Path) -> 
 
 def test_reload_tenant_keeps_the_last_good_worker_when_its_edit_is_invalid(ws) -> None:
     registry = build(ws)
-    ws.duty("triage", "status: sleeping\n")
+    ws.duty("triage", "escalation: nope\n")
     registry.reload_tenant("acme")
     assert registry.worker("acme", "w") is not None
     assert registry.describe()["tenants"]["acme"]["workers"]["w"]["reload_errors"]

@@ -12,6 +12,7 @@ from genworker.workspace.documents import Document, read_markdown, read_text, va
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.limits import SizeLimit
 from genworker.workspace.models import Contact, PersonaSpec, Rule
+from genworker.workspace.models.persona import ContactSettings
 from genworker.workspace.scan import Collector, Scope, load_by_id
 
 __all__ = ["load_contacts", "load_rules"]
@@ -45,12 +46,13 @@ def load_rules(scope: Scope, folder: Path, issues: Collector, files: dict[str, s
 
 
 def load_contacts(
-    scope: Scope, folder: Path, persona: PersonaSpec, issues: Collector, files: dict[str, str]
+    scope: Scope, folder: Path, persona: PersonaSpec | None, issues: Collector, files: dict[str, str]
 ) -> dict[str, Contact]:
-    contacts = {c.person_id: c for c in persona.contacts}
+    """`persona` None: PERSONA.md has errors; the contact files are still checked (default settings)."""
+    contacts = {c.person_id: c for c in persona.contacts} if persona is not None else {}
     for person_id in contacts:
         files[f"person:{person_id}"] = scope.rel(folder / "PERSONA.md")
-    settings = persona.contact_settings
+    settings = persona.contact_settings if persona is not None else ContactSettings()
     root = folder / settings.workspace_root
     for sub in (settings.configured_dir, settings.discovered_dir):
         contacts.update(
@@ -62,6 +64,7 @@ def load_contacts(
                 "person",
                 lambda doc: validate(Contact, doc, {"notes": doc.body, **doc.data}),
                 limit=scope.limits.contact,
+                duplicate="error",
             )
         )
     index = root / settings.index_file

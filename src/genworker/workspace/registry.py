@@ -129,6 +129,8 @@ class WorkspaceRegistry:
             if state is None:
                 return self._load_tenant(tenant_id, keep_last_good=True)
             folder = self.root / "tenants" / tenant_id / "workers" / worker_id
+            if folder.is_dir() and worker_id not in state.workers and not (folder / "PERSONA.md").exists():
+                return self._load_tenant(tenant_id, keep_last_good=True)  # not a worker: the tenant notes it
             if not folder.is_dir():
                 self._stale.pop(target, None)
                 self._tenants[tenant_id] = replace(
@@ -225,12 +227,13 @@ class WorkspaceRegistry:
         return [w for state in self.tenants() for w in state.workers.values()]
 
     def default_worker(self, tenant_id: str) -> Worker | None:
-        """The tenant's `default_worker`, or its only worker when it names none."""
+        """The tenant's `default_worker`, or its only worker when it names none (or one without a folder)."""
         state = self.tenant(tenant_id)
         if state is None:
             return None
-        if state.tenant.default_worker:
-            return state.workers.get(state.tenant.default_worker)
+        named = state.tenant.default_worker
+        if named and (named in state.workers or named in state.failures):
+            return state.workers.get(named)
         if len(state.workers) == 1 and not state.failures:
             return next(iter(state.workers.values()))
         return None

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from genworker.ids import InvalidIdError, validate_id
 from genworker.workspace.documents import read_markdown
@@ -148,8 +148,13 @@ def load_by_id(
     skip: frozenset[str] | set[str] = frozenset(),
     *,
     limit: SizeLimit,
+    duplicate: Literal["warning", "error"] = "warning",
 ) -> dict[str, Any]:
-    """Load every `*.md` of `folder` with `load(doc)`; ids must be unique across files."""
+    """Load every `*.md` of `folder` with `load(doc)`.
+
+    An id already defined keeps its first definition (files in name order, as upstream loads
+    them); the later file is reported as a warning, or as an error with `duplicate="error"`.
+    """
     loaded: dict[str, Any] = {}
     for path in scope.entries(folder, issues, suffix=".md"):
         if path.name in skip:
@@ -165,7 +170,11 @@ def load_by_id(
         obj_id = getattr(obj, f"{kind}_id")
         key = f"{kind}:{obj_id}"
         if key in files:
-            issues.error(rel, f"duplicate {kind}_id {obj_id!r}, already defined in {files[key]}", f"{kind}_id")
+            message = f"duplicate {kind}_id {obj_id!r}, already defined in {files[key]}"
+            if duplicate == "error":
+                issues.error(rel, message, f"{kind}_id")
+            else:
+                issues.warn(rel, f"{message} (this file is ignored)", f"{kind}_id")
             continue
         files[key] = rel
         loaded[obj_id] = obj

@@ -39,7 +39,11 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
         raise WorkspaceError.single(scope.rel(path), "missing TENANT.json")
     scope.check(path)
     doc = read_json(path, scope.rel(path), limit=scope.limits.tenant)
-    tenant, warnings = validate(Tenant, doc)
+    data = dict(doc.data)
+    if "tenant_id" not in data:  # optional, as upstream: the folder names the tenant
+        data["tenant_id"] = folder.name
+        issues.note(doc.rel, f"mapped: (absent) -> {folder.name!r}, the folder name", "tenant_id")
+    tenant, warnings = validate(Tenant, doc, data)
     issues.issues.extend(warnings)
     if tenant.tenant_id != folder.name:
         raise WorkspaceError.single(
@@ -48,11 +52,14 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
             "tenant_id",
             doc.line_of(["tenant_id"]),
         )
-    skills = load_skills(scope, folder / "skills", SkillLevel.TENANT, issues)
+    skills = load_skills(scope, folder / "skills", SkillLevel.TENANT, issues, trust_level=tenant.trust_level)
     state = TenantState(tenant=tenant, skills=frozen_map(skills))
     workers: dict[str, Worker] = {}
     failures: dict[str, WorkerFailure] = {}
     for worker_dir in scope.entries(folder / "workers", issues, dirs=True, id_kind="worker id"):
+        if not (worker_dir / "PERSONA.md").exists():
+            issues.warn(scope.rel(worker_dir), "no PERSONA.md: not a worker (skipped)")
+            continue
         result = load_tenant_worker(scope, state, system_skills, worker_dir, version)
         if isinstance(result, Worker):
             workers[result.worker_id] = result
@@ -74,7 +81,7 @@ def default_worker_issues(state: TenantState) -> list[Issue]:
     if not name or name in state.workers or name in state.failures:
         return []
     rel = f"tenants/{state.tenant_id}/TENANT.json"
-    return [Issue("error", rel, f"default_worker {name!r} has no folder under workers/", "default_worker")]
+    return [Issue("warning", rel, f"default_worker {name!r} has no folder under workers/ (ignored)", "default_worker")]
 
 
 def load_tenant_worker(

@@ -52,6 +52,8 @@ def classify(root: Path, path: Path, skills_dirs: Callable[[str, str], str] | No
     worker_id = parts[3]
     if len(parts) == 4:
         return ReloadTarget("worker", tenant_id, worker_id)
+    if parts[4] == "duties" and len(parts) > 5 and (len(parts) > 6 or not parts[5].endswith(".md")):
+        return None  # only duties/*.md define duties; upstream keeps duties/{id}/execution_log.jsonl there
     custom_skills = skills_dirs(tenant_id, worker_id) if skills_dirs else "skills"
     if parts[4] in _DEFINITION or parts[4] == custom_skills.split("/")[0]:
         return ReloadTarget("worker", tenant_id, worker_id)

@@ -8,6 +8,7 @@ keeps serving — that is the registry's job).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
@@ -32,24 +33,27 @@ _PLATFORMS = {
 def load_worker(
     scope: Scope, tenant: Tenant, folder: Path, inherited: Mapping[str, Skill]
 ) -> tuple[Worker, list[Issue]]:
-    """Load the worker in `folder`; raise WorkspaceError listing every error found."""
+    """Load the worker in `folder`; raise WorkspaceError listing every error found.
+
+    Every file is read and checked even when PERSONA.md has errors, so one run of
+    `genworker check` lists all of them.
+    """
     issues = Collector()
     persona_path = folder / "PERSONA.md"
     if not persona_path.is_file():
         raise WorkspaceError.single(scope.rel(persona_path), "missing PERSONA.md")
     scope.check(persona_path)
-    persona_doc = read_markdown(persona_path, scope.rel(persona_path), limit=scope.limits.persona)
-    persona = issues.attempt(lambda: validate(PersonaSpec, persona_doc))
-    if persona is None:
-        raise WorkspaceError(issues.issues)
-    if persona.identity.worker_id != folder.name:
+    rel = scope.rel(persona_path)
+    persona_doc = issues.attempt(lambda: (read_markdown(persona_path, rel, limit=scope.limits.persona), []))
+    persona = None if persona_doc is None else issues.attempt(lambda: validate(PersonaSpec, persona_doc))
+    if persona_doc is not None and persona is not None and persona.identity.worker_id != folder.name:
         issues.error(
             persona_doc.rel,
             f"worker_id {persona.identity.worker_id!r} must equal the folder name {folder.name!r}",
             "identity.worker_id",
             persona_doc.line_of(["identity", "worker_id"]),
         )
-    files: dict[str, str] = {"persona": persona_doc.rel}
+    files: dict[str, str] = {"persona": rel}
     duties = load_duties(scope, folder / "duties", issues, files)
     goals = load_by_id(
         scope,
@@ -60,12 +64,16 @@ def load_worker(
         lambda doc: validate(Goal, doc, {**doc.data, "body": doc.body}),
         limit=scope.limits.goal,
     )
-    own_skills = load_skills(scope, folder / persona.skills_dir, SkillLevel.WORKER, issues)
+    skills_dir = persona.skills_dir if persona is not None else "skills"
+    own_skills = load_skills(scope, folder / skills_dir, SkillLevel.WORKER, issues, trust_level=tenant.trust_level)
     skills = effective_skills(inherited, own_skills)
     rules = load_rules(scope, folder / "rules", issues, files)
     contacts = load_contacts(scope, folder, persona, issues, files)
     credentials = _load_credentials(scope, folder / "CHANNEL_CREDENTIALS.json", issues)
+    if persona_doc is None or persona is None:
+        raise WorkspaceError(issues.issues)
     _check_references(persona_doc, persona, duties, goals, skills, issues, files)
+    _check_channel_credentials(scope.rel(folder / "CHANNEL_CREDENTIALS.json"), persona, credentials, issues)
     if issues.errors:
         raise WorkspaceError(issues.issues)
     worker = Worker(
@@ -87,6 +95,12 @@ def load_worker(
 
 
 CREDENTIALS_SCHEMA_VERSION = 1
+
+
+_SLACK_SIGNING = (
+    "field required: Slack's webhooks cannot be verified without it (a workspace written for upstream's "
+    "socket mode needs it here too: Slack app settings, Basic Information, Signing Secret)"
+)
 
 
 def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCredentials | None:
@@ -111,8 +125,28 @@ def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCre
         elif isinstance(value, dict):
             for key in sorted(value.keys() - model.model_fields.keys()):
                 issues.warn(rel, "unknown credential key (ignored)", f"{platform}.{key}")
-    creds: ChannelCredentials | None = issues.attempt(lambda: validate(ChannelCredentials, doc))
+
+    def check() -> tuple[ChannelCredentials, list[Issue]]:
+        try:
+            return validate(ChannelCredentials, doc)
+        except WorkspaceError as exc:
+            raise WorkspaceError(
+                replace(i, message=_SLACK_SIGNING)
+                if (i.field, i.message) == ("slack.signing_secret", "field required")
+                else i
+                for i in exc.issues
+            ) from None
+
+    creds: ChannelCredentials | None = issues.attempt(check)
     return creds
+
+
+def _check_channel_credentials(
+    rel: str, persona: PersonaSpec, credentials: ChannelCredentials | None, issues: Collector
+) -> None:
+    wecom = credentials.wecom if credentials is not None else None
+    if wecom is not None and wecom.agent_id is None and any(c.type == "wecom" for c in persona.channels):
+        issues.warn(rel, "not set: this worker can answer WeCom group chats but not direct messages", "wecom.agent_id")
 
 
 def _check_references(
@@ -124,10 +158,15 @@ def _check_references(
     issues: Collector,
     files: Mapping[str, str],
 ) -> None:
+    """Skill names are looked up at run time (an unknown one falls back to matching), as upstream:
+    a warning. A goal's duty links must resolve: an error."""
     if persona.default_skill and persona.default_skill not in skills:
-        issues.error(
+        fallback = sorted(name for name, skill in skills.items() if skill.spec.settings.default_skill)
+        instead = f"skills marked default_skill ({', '.join(fallback)})" if fallback else "no skill"
+        issues.warn(
             persona_doc.rel,
-            f"default_skill {persona.default_skill!r} is not a skill of this worker",
+            f"default_skill {persona.default_skill!r} is not a skill of this worker: "
+            f"requests that match no skill use {instead}",
             "default_skill",
             persona_doc.line_of(["default_skill"]),
         )
@@ -136,11 +175,17 @@ def _check_references(
         for field in ("skill_id", "skill_hint"):
             name = getattr(duty, field)
             if name and name not in skills:
-                issues.error(rel, f"{name!r} is not a skill of this worker", field)
+                message = f"{name!r} is not a skill of this worker: the duty runs with the skill that matches"
+                issues.warn(rel, message, field)
         unknown = [s for s in duty.preferred_skill_ids if s not in skills]
         if unknown:
-            issues.error(rel, f"{unknown} are not skills of this worker", "preferred_skill_ids")
+            issues.warn(rel, f"{unknown} are not skills of this worker (ignored)", "preferred_skill_ids")
     for goal in goals.values():
+        rel = files[f"goal:{goal.goal_id}"]
+        preferred: tuple[str, ...] = getattr(goal, "preferred_skill_ids", ())
+        unknown = [s for s in preferred if s not in skills]
+        if unknown:
+            issues.warn(rel, f"{unknown} are not skills of this worker (ignored)", "preferred_skill_ids")
         missing = [d for d in goal.referenced_duties() if d not in duties]
         if missing:
-            issues.error(files[f"goal:{goal.goal_id}"], f"references unknown duties {missing}", "duty_refs")
+            issues.error(rel, f"references unknown duties {missing}", "duty_refs")

@@ -94,6 +94,8 @@ class WeComClient:
 
 
 def _agent_id(credentials: WeComCredentials) -> int | str:
+    if credentials.agent_id is None:
+        raise DeliveryError("wecom: no agent_id in CHANNEL_CREDENTIALS.json; direct messages need it", attempts=0)
     raw = credentials.agent_id.get_secret_value()
     return int(raw) if raw.isdigit() else raw
 

@@ -1,7 +1,8 @@
 """CHANNEL_CREDENTIALS.json: per-worker platform secrets.
 
 Every value is a `SecretStr`: redacted in repr, str and JSON. Unknown keys are dropped
-(and reported by name only), so no stray secret is ever kept in a printable field.
+(and reported by name only), so no stray secret is ever kept in a printable field. Numbers are
+read as text (`agent_id: 1000002`, a numeric `robot_code`), as upstream writes them.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ __all__ = [
 
 
 class _Secrets(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True)
+    model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True, coerce_numbers_to_str=True)
 
 
 class FeishuCredentials(_Secrets):
@@ -32,7 +33,7 @@ class FeishuCredentials(_Secrets):
 class WeComCredentials(_Secrets):
     corpid: SecretStr
     corpsecret: SecretStr
-    agent_id: SecretStr
+    agent_id: SecretStr | None = None  # needed to send direct messages (group chats do without)
     token: SecretStr | None = None
     encoding_aes_key: SecretStr | None = None
 
@@ -45,8 +46,9 @@ class DingTalkCredentials(_Secrets):
 
 class SlackCredentials(_Secrets):
     bot_token: SecretStr
-    signing_secret: SecretStr
+    signing_secret: SecretStr  # required: Slack's webhooks cannot be verified without it
     app_token: SecretStr | None = None
+    team_id: str | None = None  # the Slack workspace id (not a secret)
 
 
 class EmailCredentials(_Secrets):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from genworker.tools.mcp.config import MCPServerConfig
 from genworker.workspace.models.base import JsonMap, Model, SecretMap, StrTuple, WorkspaceId, check_effect_table
@@ -20,9 +20,9 @@ class TenantToolPolicy(Model):
 
 
 class Tenant(Model):
-    tenant_id: WorkspaceId
-    name: str = ""
-    trust_level: int = Field(default=1, ge=0, le=3)
+    tenant_id: WorkspaceId  # the loader defaults it to the folder name
+    name: str = ""  # defaults to tenant_id
+    trust_level: int = Field(default=0, ge=0, le=3)  # 0 (BASIC) when absent, as upstream
     tool_policy: TenantToolPolicy = TenantToolPolicy()
     mcp_remote_allowed: bool = False
     default_worker: WorkspaceId | None = None
@@ -31,6 +31,13 @@ class Tenant(Model):
     credentials: SecretMap = Field(default_factory=dict, repr=False)
     policy: PolicyOverrides = PolicyOverrides()  # Policy Gate / interruption budget / WAITING overrides
     execution_depths: ExecutionDepths = ExecutionDepths()  # what quick / standard / deep buy (tier, rounds, tokens)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _name_defaults_to_id(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and not data.get("name") and data.get("tenant_id") is not None:
+            return {**data, "name": str(data["tenant_id"])}
+        return data
 
     @field_validator("tool_effect_overrides")
     @classmethod
