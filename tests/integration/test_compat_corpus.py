@@ -20,7 +20,8 @@ from genworker.workspace.models import GoalStatus, SkillLevel, StrategyMode, Wor
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 
-pytestmark = pytest.mark.xfail(strict=False, reason="issue #22: implementation in progress")
+# Tests whose chunk of issue #22 has not landed yet; each chunk removes the mark of its tests.
+WIP = pytest.mark.xfail(strict=False, reason="issue #22: implementation in progress")
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "compat"
@@ -72,6 +73,7 @@ def _warnings(registry: WorkspaceRegistry, file_part: str = "") -> list[Issue]:
 # -- every corpus workspace --------------------------------------------------------------------
 
 
+@WIP
 @pytest.mark.parametrize("name", sorted(WORKERS))
 def test_loads_with_zero_errors_and_every_worker(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     root, registry = _load(name, tmp_path_factory)
@@ -86,6 +88,7 @@ def test_loads_with_zero_errors_and_every_worker(name: str, tmp_path_factory: py
             assert filter_issues(root, worker) == [], f"a sensor of {worker.worker_id} would not run"
 
 
+@WIP
 @pytest.mark.parametrize("name", ["upstream_full", "seed_style"])
 def test_no_upstream_field_is_reported_unknown(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     _, registry = _load(name, tmp_path_factory)
@@ -105,6 +108,7 @@ def test_tenant(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert set(state.tenant.tool_policy.denied_tools) == {"admin_console", "shell_exec"}
 
 
+@WIP
 def test_persona_identity_and_modes(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -116,6 +120,7 @@ def test_persona_identity_and_modes(full: tuple[Path, WorkspaceRegistry]) -> Non
     assert _worker(registry, "acme", "teammate").persona.mode == WorkerMode.TEAM_MEMBER
 
 
+@WIP
 def test_channels_keep_upstream_connection_modes(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     channels = _worker(registry, "acme", "analyst").persona.channels
@@ -131,6 +136,7 @@ def test_channels_keep_upstream_connection_modes(full: tuple[Path, WorkspaceRegi
     assert channels[0].chat_ids == ("oc_fixture_quality_group", "ou_fixture_owner_dm")
 
 
+@WIP
 def test_sensors(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     sensors = _worker(registry, "acme", "analyst").persona.sensor_configs
@@ -151,6 +157,7 @@ def test_sensors(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert parse_filter(files).include == ("*.csv", "*.xlsx")
 
 
+@WIP
 def test_inline_contacts_heartbeat_and_service(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -167,6 +174,7 @@ def test_inline_contacts_heartbeat_and_service(full: tuple[Path, WorkspaceRegist
     assert len(service.knowledge_sources) == 2  # a plain string entry is kept too
 
 
+@WIP
 def test_credentials_know_every_upstream_key(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -178,6 +186,7 @@ def test_credentials_know_every_upstream_key(full: tuple[Path, WorkspaceRegistry
 # -- upstream_full: duties -----------------------------------------------------------------------
 
 
+@WIP
 def test_duty_execution_depth(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -192,6 +201,7 @@ def test_duty_execution_depth(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert duties["weekly-report"].execution_policy.default == "quick"
 
 
+@WIP
 def test_duty_triggers(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -209,6 +219,7 @@ def test_duty_triggers(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert followup["everything"].source == "*"
 
 
+@WIP
 def test_duty_skills_escalation_retention_status(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -223,6 +234,7 @@ def test_duty_skills_escalation_retention_status(full: tuple[Path, WorkspaceRegi
     assert duties["weekly-report"].status == "closed"
 
 
+@WIP
 def test_duty_pre_scripts(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -241,6 +253,7 @@ def test_duty_pre_scripts(full: tuple[Path, WorkspaceRegistry]) -> None:
 # -- upstream_full: goals ------------------------------------------------------------------------
 
 
+@WIP
 def test_goal_statuses_map(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     goals = _worker(registry, "acme", "analyst").goals
@@ -257,6 +270,7 @@ def test_goal_statuses_map(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert goals["finance-mart-audit"].status == GoalStatus.PENDING_APPROVAL
 
 
+@WIP
 def test_goal_fields(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     goals = _worker(registry, "acme", "analyst").goals
@@ -299,6 +313,7 @@ def test_hybrid_workflow_steps(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert skill.spec.settings.recommended_tools == ("sql_executor", "data_profiler")
 
 
+@WIP
 def test_deterministic_workflow_and_worker_skills(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -340,6 +355,7 @@ def test_langgraph_and_planning_skills(full: tuple[Path, WorkspaceRegistry]) -> 
 # -- upstream_full: rules, contacts --------------------------------------------------------------
 
 
+@WIP
 def test_rules(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     rules = {r.rule_id: r for r in _worker(registry, "acme", "analyst").rules}
@@ -358,6 +374,7 @@ def test_rules(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert rules["no-pii-in-reports"].scope == ()
 
 
+@WIP
 def test_contacts(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     contacts = _worker(registry, "acme", "analyst").contacts
@@ -375,6 +392,7 @@ def test_contacts(full: tuple[Path, WorkspaceRegistry]) -> None:
 # -- seed_style -----------------------------------------------------------------------------------
 
 
+@WIP
 def test_seed_duties_defaults_contract_and_depth(seed: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = seed
     duties = _worker(registry, "demo", "assistant").duties
@@ -391,6 +409,7 @@ def test_seed_duties_defaults_contract_and_depth(seed: tuple[Path, WorkspaceRegi
     assert minutes.pre_script is not None and minutes.pre_script.timeout == 60.0
 
 
+@WIP
 def test_seed_goal_links(seed: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = seed
     goal = _worker(registry, "demo", "assistant").goals["q2-expense-cycle"]
@@ -402,6 +421,7 @@ def test_seed_goal_links(seed: tuple[Path, WorkspaceRegistry]) -> None:
     assert goal.external_source is not None and goal.external_source.type == "feishu_doc"
 
 
+@WIP
 def test_seed_persona(seed: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = seed
     assistant = _worker(registry, "demo", "assistant")
@@ -434,6 +454,7 @@ def test_lenient_tenant(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     assert "notes" not in state.failures  # a folder without PERSONA.md is skipped
 
 
+@WIP
 def test_lenient_persona(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = lenient
     legacy = _worker(registry, "lenient", "legacy")
@@ -458,6 +479,7 @@ def test_lenient_persona(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     assert "tool_policy.mode" in issues and "monitor_configs" in issues  # the duplicate email sensor
 
 
+@WIP
 def test_lenient_duties(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = lenient
     duties = _worker(registry, "lenient", "legacy").duties
@@ -478,6 +500,7 @@ def test_lenient_duties(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     assert any(name == "zz-duplicate.md" for name, _ in warned)
 
 
+@WIP
 def test_lenient_goal_rules_skills(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = lenient
     legacy = _worker(registry, "lenient", "legacy")
