@@ -21,8 +21,9 @@ class RuleError(ValueError):
 
 
 class MetricSource(Protocol):
-    async def read(self, tenant_id: str, worker_id: str, metric: str) -> MetricValue:
-        """The metric's current value; None when it is unknown (the condition then counts as false)."""
+    async def read(self, tenant_id: str, worker_id: str, metric: str, duty_id: str | None = None) -> MetricValue:
+        """The metric's current value (for a condition trigger of duty `duty_id`, which metrics of
+        the duty's own history need); None when it is unknown (the condition then counts as false)."""
 
 
 class StaticMetrics:
@@ -31,7 +32,7 @@ class StaticMetrics:
     def __init__(self) -> None:
         self.values: dict[tuple[str, str, str], MetricValue] = {}
 
-    async def read(self, tenant_id: str, worker_id: str, metric: str) -> MetricValue:
+    async def read(self, tenant_id: str, worker_id: str, metric: str, duty_id: str | None = None) -> MetricValue:
         return self.values.get((tenant_id, worker_id, metric))
 
 

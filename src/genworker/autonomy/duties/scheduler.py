@@ -28,6 +28,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.duties.conditions import MetricSource, evaluate_rule
 from genworker.autonomy.duties.errors import DutyNotFound
+from genworker.autonomy.duties.event_types import type_matches
 from genworker.autonomy.duties.slots import (
     aps_trigger,
     due_slots,
@@ -88,18 +89,27 @@ async def route_through(router: WorkerRouter, req: RouteRequest) -> tuple[RunRec
 def event_matches(trigger: EventTrigger, worker: Worker, event: Event) -> bool:
     """Same tenant (and worker, when the event names one), source and topic patterns, payload filter.
 
-    An ``inbox.item_written`` event also matches as its item's sensor (`source_id`) and `event_type`."""
+    `source` is a publisher pattern (fnmatch); without an `event_type` it may also be, as upstream
+    genworker writes it, an event-type pattern (`event_types.type_matches`). Filter values may be
+    upstream's expressions (`regex:`, `>= 3`... `filter_value_matches`). An ``inbox.item_written``
+    event also matches as its item's sensor (`source_id`) and `event_type`."""
     if event.tenant_id != worker.tenant_id or event.worker_id not in (None, worker.worker_id):
         return False
     sources, types = [event.source], [event.topic]
     if event.topic == INBOX_WRITTEN:  # a sensor's item stands for the event it carries
         sources.append(str(event.payload.get("source_id") or ""))
         types.append(str(event.payload.get("event_type") or ""))
-    if not any(fnmatch.fnmatchcase(s, trigger.source) for s in sources):
+    if trigger.event_type is not None:
+        if not any(fnmatch.fnmatchcase(s, trigger.source) for s in sources):
+            return False
+        if not any(fnmatch.fnmatchcase(t, trigger.event_type) for t in types):
+            return False
+    elif not (
+        any(fnmatch.fnmatchcase(s, trigger.source) for s in sources)
+        or any(type_matches(trigger.source, t) for t in types)
+    ):
         return False
-    if trigger.event_type is not None and not any(fnmatch.fnmatchcase(t, trigger.event_type) for t in types):
-        return False
-    return all(event.payload.get(k) == v for k, v in trigger.filter.items())
+    return trigger.payload_matches(event.payload)
 
 
 def job_id(worker: Worker, duty_id: str, trigger_id: str) -> str:
@@ -271,7 +281,7 @@ class DutyScheduler:
         assert isinstance(trigger, ConditionTrigger)
         if self.metrics is None:
             return None
-        value = await self.metrics.read(tenant_id, worker_id, trigger.metric)
+        value = await self.metrics.read(tenant_id, worker_id, trigger.metric, duty_id)
         is_true = evaluate_rule(trigger.rule, value)
         now = self.clock().astimezone(UTC).replace(microsecond=0)
         pending = await asyncio.to_thread(

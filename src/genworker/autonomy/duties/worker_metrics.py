@@ -2,6 +2,11 @@
 
 - Built in, read live: ``inbox.pending``, ``inbox.processing``, ``inbox.failed``, ``inbox.dead``,
   ``inbox.consumed`` — the worker's inbox counts.
+- Built in, from the duty's own history (a condition trigger of that duty; upstream genworker's
+  names): over its last 20 runs, ``error_rate`` / ``failure_rate`` (the share that failed:
+  failed, budget_exceeded, interrupted), ``failure_count``, ``avg_duration`` /
+  ``avg_duration_seconds`` and ``last_duration`` / ``last_duration_seconds`` (seconds a run ran).
+  ``anomaly_count``, ``avg_anomaly_count`` and ``escalation_rate`` are not recorded here: unknown.
 - Reported: any other name holds the last value a client PUT through
   ``/api/v1/workers/{worker_id}/metrics/{name}`` (a number or true/false), kept in
   ``tenants/{t}/workers/{w}/runtime/metrics.json`` so a restart does not forget it.
@@ -19,14 +24,26 @@ from pathlib import Path
 from typing import Any, Final
 
 from genworker.autonomy.duties.conditions import MetricValue
+from genworker.autonomy.duties.store import DutyStore, ExecutionRecord
 from genworker.autonomy.inbox import InboxState, InboxStore
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
+from genworker.worker.lifecycle.errors import TaskLifecycleError
+from genworker.worker.lifecycle.store import TaskStore
+from genworker.worker.task import RunRecord, RunRef
 
-__all__ = ["BUILTIN_PREFIX", "MetricError", "WorkerMetrics"]
+__all__ = ["BUILTIN_PREFIX", "HISTORY_METRICS", "MetricError", "WorkerMetrics"]
 
 SCHEMA_VERSION: Final = 1
 BUILTIN_PREFIX: Final = "inbox."
+HISTORY_WINDOW: Final = 20
+_FAILED: Final = frozenset({"failed", "budget_exceeded", "interrupted"})
+HISTORY_METRICS: Final = frozenset(
+    {
+        "error_rate", "failure_rate", "failure_count", "avg_duration", "avg_duration_seconds", "last_duration",
+        "last_duration_seconds", "anomaly_count", "avg_anomaly_count", "escalation_rate",
+    }
+)  # fmt: skip
 _NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.:-]{0,63}$")
 
 
@@ -51,7 +68,9 @@ class WorkerMetrics:
         )
         return worker / "runtime" / "metrics.json"
 
-    async def read(self, tenant_id: str, worker_id: str, metric: str) -> MetricValue:
+    async def read(self, tenant_id: str, worker_id: str, metric: str, duty_id: str | None = None) -> MetricValue:
+        if duty_id is not None and metric.lower() in HISTORY_METRICS:
+            return await asyncio.to_thread(self._history, tenant_id, worker_id, duty_id, metric.lower())
         if metric.startswith(BUILTIN_PREFIX):
             return await self._inbox_count(tenant_id, worker_id, metric.removeprefix(BUILTIN_PREFIX))
         entry = (await asyncio.to_thread(self._load, tenant_id, worker_id)).get(metric)
@@ -75,6 +94,25 @@ class WorkerMetrics:
         if self.inbox is None or state not in {s.value for s in InboxState}:
             return None
         return float((await self.inbox.counts(tenant_id, worker_id))[InboxState(state)])
+
+    def _history(self, tenant_id: str, worker_id: str, duty_id: str, metric: str) -> MetricValue:
+        """A metric of the duty's last runs (their run records, where still readable); None without runs."""
+        records = DutyStore(self.root).executions(tenant_id, worker_id, duty_id)[-HISTORY_WINDOW:]
+        if not records:
+            return None
+        runs = [_run(TaskStore(self.root), tenant_id, worker_id, r) for r in records]
+        states = [run.state.value if run is not None else r.state for r, run in zip(records, runs, strict=True)]
+        failures = sum(1 for state in states if state in _FAILED)
+        durations = [run.timings.run_ms / 1000 for run in runs if run is not None and run.timings.run_ms is not None]
+        if metric in ("error_rate", "failure_rate"):
+            return failures / len(records)
+        if metric == "failure_count":
+            return float(failures)
+        if metric in ("avg_duration", "avg_duration_seconds"):
+            return sum(durations) / len(durations) if durations else None
+        if metric in ("last_duration", "last_duration_seconds"):
+            return durations[-1] if durations else None
+        return None  # anomalies and escalations are not recorded per run
 
     def _load(self, tenant_id: str, worker_id: str) -> dict[str, dict[str, Any]]:
         path = self.path(tenant_id, worker_id)
@@ -105,3 +143,10 @@ def _value(raw: object) -> MetricValue:
     if isinstance(raw, int | float) and raw == raw and raw not in (float("inf"), float("-inf")):
         return float(raw)
     return None
+
+
+def _run(store: TaskStore, tenant_id: str, worker_id: str, record: ExecutionRecord) -> RunRecord | None:
+    try:
+        return store.read_run(RunRef(tenant_id, worker_id, record.run_id))
+    except (TaskLifecycleError, ValueError, OSError):  # gone or unreadable: the execution record stands in
+        return None
