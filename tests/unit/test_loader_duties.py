@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from genworker.workspace.duties_loader import load_duties
 from genworker.workspace.errors import Issue
+from genworker.workspace.scan import Collector, Scope
 
 
 def _warnings(warnings: list[Issue]) -> list[tuple[str, str, int | None]]:
@@ -82,3 +84,23 @@ def test_an_invalid_filter_regex_is_an_error_naming_the_field(ws) -> None:
     ws.duty("d", "triggers:\n  - {id: e, type: event, source: x, filter: {table: 'regex:('}}\n")
     [error] = ws.worker_errors()
     assert error.field == "triggers[0].filter" and "invalid regular expression" in error.message
+
+
+def test_upstream_spellings_are_noted_for_check_explain(ws) -> None:
+    ws.persona()
+    ws.duty(
+        "d",
+        """\
+        execution_policy: {default: draft}
+        execution_log_retention: a month
+        pre_script: {source: "print(1)", timeout_seconds: 5}
+        """,
+    )
+    scope = Scope(ws.root.resolve())
+    issues = Collector()
+    load_duties(scope, ws.worker_dir() / "duties", issues, {})
+    notes = {(i.field, i.message) for i in issues.issues if i.severity == "note"}
+    assert ("pre_script.source", "mapped: source -> inline") in notes
+    assert ("pre_script.timeout_seconds", "mapped: timeout_seconds -> timeout") in notes
+    assert ("execution_log_retention", "mapped: 'a month' -> 30 days (upstream's default)") in notes
+    assert any(f == "execution_policy" and "-> posture" in m for f, m in notes)

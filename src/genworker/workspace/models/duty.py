@@ -37,6 +37,7 @@ from genworker.workspace.models.base import (
     StrTuple,
     WorkspaceId,
     freeze,
+    note,
     parse_duration,
     thaw,
     unique_ids,
@@ -337,6 +338,7 @@ class Escalation(Model):
 def _tool_input(value: Any) -> Any:
     """Upstream genworker writes a ref's input as [[key, value], ...] pairs; a mapping is kept."""
     if isinstance(value, list | tuple) and all(isinstance(p, list | tuple) and len(p) == 2 for p in value):
+        note("tool_input", "mapped", "[[key, value], ...] -> a map")
         return {str(k): v for k, v in value}
     return value
 
@@ -371,7 +373,12 @@ class PreScript(Model):
     @model_validator(mode="before")
     @classmethod
     def _infer_kind(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping) or data.get("kind") not in (None, ""):
+        if not isinstance(data, Mapping):
+            return data
+        for upstream, ours in (("source", "inline"), ("timeout_seconds", "timeout")):
+            if upstream in data:
+                note(upstream, "mapped", f"{upstream} -> {ours}")
+        if data.get("kind") not in (None, ""):
             return data
         present = [k for k, key in (("inline", "inline"), ("inline", "source"), ("path", "path"), ("ref", "tool_name"))
                    if data.get(key) is not None]  # fmt: skip
@@ -433,6 +440,7 @@ def _retention(value: Any) -> Any:
     try:
         return parse_duration(value)
     except ValueError:
+        note("execution_log_retention", "mapped", f"{value!r} -> 30 days (upstream's default)")
         return DEFAULT_RETENTION
 
 
@@ -471,6 +479,7 @@ class DutySpec(Model):
             depth, posture = _split_policy(policy)
             data["execution_policy"] = depth
             if posture:
+                note("execution_policy", "mapped", f"posture values {posture} -> posture")
                 written = data.get("posture") if isinstance(data.get("posture"), Mapping) else {}
                 overrides = {**posture.get("overrides", {}), **(written.get("overrides") or {})}
                 data["posture"] = {**posture, **written, **({"overrides": overrides} if overrides else {})}
