@@ -217,7 +217,9 @@ class WorkflowEngine:
         ]
         forced = offered[0].name if len(offered) == 1 and len(step.tools) == 1 else None
         completion = await self.deps.llm.complete(
-            LLMCallIntent(Purpose.WORKFLOW_STEP, requires_tools=bool(offered)),
+            LLMCallIntent(  # the run's execution depth picks the tier, as for ReAct turns
+                Purpose.WORKFLOW_STEP, requires_tools=bool(offered), tier=req.budget.tier if req.budget else None
+            ),
             messages,
             [spec.openai_schema() for spec in offered] or None,
             tool_choice={"type": "function", "function": {"name": forced}} if forced else None,
