@@ -132,8 +132,8 @@ async def test_rules_directives_first_each_by_priority_inactive_left_out() -> No
         "- Constraint one",
         "- rule text directive-high",
         "- rule text directive-low",
-        "- (learned) rule text learned-high",
-        "- (learned) rule text learned-low",
+        "- (learned) [preference/0.50] rule text learned-high",  # [category/confidence], as upstream
+        "- (learned) [preference/0.50] rule text learned-low",
     ]
 
 

@@ -367,9 +367,21 @@ def test_contacts_config_alias_moves_the_folder(ws) -> None:
     assert list(worker.contacts) == ["dana"]
 
 
-def test_duplicate_contact_between_persona_and_folder(ws) -> None:
+def test_a_persona_contact_and_its_copy_in_configured_are_one_contact(ws) -> None:
+    """Upstream writes each PERSONA.md contact to contacts/configured/ at every start: PERSONA.md wins."""
     ws.persona(extra="contacts:\n  - person_id: dana\n    name: Dana\n")
-    ws.write("tenants/acme/workers/w/contacts/configured/dana.md", "---\nperson_id: dana\nname: Dana\n---\n")
+    ws.write("tenants/acme/workers/w/contacts/configured/dana.md", "---\nperson_id: dana\nname: Dana Old\n---\n")
+    worker, warnings = ws.load_worker()
+    assert warnings == []
+    assert worker.contacts["dana"].name == "Dana"
+    assert worker.files["person:dana"] == "tenants/acme/workers/w/PERSONA.md"
+    (note,) = [n for n in worker.notes if n.file.endswith("dana.md")]
+    assert (note.field, note.message) == ("person_id", "ignored: the same contact is in PERSONA.md, which is used")
+
+
+def test_duplicate_contact_between_configured_and_discovered(ws) -> None:
+    ws.persona(extra="contacts:\n  - person_id: dana\n    name: Dana\n")
+    ws.write("tenants/acme/workers/w/contacts/discovered/dana.md", "---\nperson_id: dana\nname: Dana\n---\n")
     (issue,) = ws.worker_errors()
     assert "duplicate person_id 'dana'" in issue.message
     assert "PERSONA.md" in issue.message

@@ -301,6 +301,7 @@ class WorkerRouter:
             llm=self.llm,
             provenance=manifest.provenance,
             thread_id=thread_id,
+            skill_id=match.skill_id,
         )
         assert match.skill is not None
         depth = outcome.manifest.execution_depth or DEFAULT_DEPTH

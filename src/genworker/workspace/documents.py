@@ -259,7 +259,7 @@ def _notes(doc: Document, obj: BaseModel, raw: Any, recorder: Recorder) -> Itera
                 yield _note_issue(doc, _field_loc(type(model), model_raw, loc, field), kind, detail)
     for _, notes in pending.values():  # made by a model the walk cannot reach (inside a plain map)
         for field, kind, detail in notes:
-            yield _note_issue(doc, tuple(field.split(".")) if field else (), kind, detail)
+            yield _note_issue(doc, _field_loc(BaseModel, None, (), field), kind, detail)
 
 
 def _note_issue(doc: Document, loc: tuple[str | int, ...], kind: NoteKind, detail: str) -> Issue:
@@ -274,7 +274,7 @@ def _field_loc(cls: type[BaseModel], raw: Any, loc: tuple[str | int, ...], field
     first, *rest = field.split(".")
     spellings = _spellings(cls).get(first)
     key = _key_in(raw, spellings) if spellings else first
-    return (*loc, key, *rest)
+    return (*loc, key, *(int(part) if part.isdigit() else part for part in rest))  # "contacts.0" -> [0]
 
 
 def _understood(doc: Document, model: type[BaseModel], raw: Mapping[str, Any]) -> list[Issue]:

@@ -66,14 +66,17 @@ async def build_managed_context(
     llm: LLMClient | None = None,
     provenance: TaskProvenance | Mapping[str, object] | None = None,
     thread_id: str | None = None,
+    skill_id: str | None = None,
 ) -> ManagedContext:
-    """Assemble the context; `llm` is only used (once, fast tier) if history must be summarised."""
+    """Assemble the context; `llm` is only used (once, fast tier) if history must be summarised.
+
+    `skill_id` (the run's skill) selects the learned rules whose scope names it."""
     config = config or ContextWindowConfig()
     owner = check_thread(history, thread_id)
     facts = provenance_items(provenance)
     segments = (
         identity_segment(worker, config.quota(SegmentName.SYSTEM_IDENTITY)),
-        rules_segment(worker, config.quota(SegmentName.CONSTRAINTS_RULES)),
+        rules_segment(worker, config.quota(SegmentName.CONSTRAINTS_RULES), skill_id),
         contacts_segment(worker, config.quota(SegmentName.CONTACTS)),
         memory_segment(memory, config.quota(SegmentName.MEMORY)),
         task_segment(task_text, config.quota(SegmentName.TASK)),

@@ -17,6 +17,7 @@ from genworker.workspace.models import Contact, Rule
 from genworker.workspace.snapshot import Worker
 
 __all__ = [
+    "MAX_LEARNED_RULES",
     "contacts_segment",
     "identity_segment",
     "memory_segment",
@@ -94,27 +95,46 @@ def identity_segment(worker: Worker, quota: int) -> ContextSegment:
     return ContextSegment(SegmentName.SYSTEM_IDENTITY, cut, quota, truncated=cut != text)
 
 
-def ordered_rules(rules: Iterable[Rule]) -> list[Rule]:
-    """Active rules: directives before learned rules, each by priority (highest first), then id."""
+MAX_LEARNED_RULES = 10  # learned rules in one prompt, the most confident first (as upstream)
+
+
+def ordered_rules(rules: Iterable[Rule], skill_id: str | None = None) -> list[Rule]:
+    """Active rules: every directive, by priority (highest first), then id; then at most
+    MAX_LEARNED_RULES learned rules that apply to the run's skill (an empty scope applies to
+    every skill; no skill: all apply), the most confident first, then by priority and id."""
     active = [r for r in rules if r.status == "active"]
-    return sorted(active, key=lambda r: (r.kind != "directive", -r.priority, r.rule_id))
+    directives = sorted((r for r in active if r.kind == "directive"), key=lambda r: (-r.priority, r.rule_id))
+    learned = sorted(
+        (r for r in active if r.kind == "learned" and (not r.scope or skill_id is None or skill_id in r.scope)),
+        key=lambda r: (-r.confidence, -r.priority, r.rule_id),
+    )
+    return directives + learned[:MAX_LEARNED_RULES]
+
+
+def _rule_text(rule: Rule) -> str:
+    lines = rule.text.strip().splitlines()
+    if lines and lines[0].startswith("#"):  # upstream writes the rule as the file's heading
+        lines[0] = lines[0].lstrip("#").strip()
+    return "\n".join(lines).strip()
 
 
 def _rule_line(rule: Rule) -> str:
-    body = rule.text.strip() or rule.title
+    body = _rule_text(rule) or rule.title
     text = f"{rule.title}: {body}" if rule.title and body != rule.title else body
-    return _bullet(f"(learned) {text}" if rule.kind == "learned" else text)
+    if rule.kind == "learned":
+        return _bullet(f"(learned) [{rule.category}/{rule.confidence:.2f}] {text}")
+    return _bullet(text)
 
 
-def rules_segment(worker: Worker, quota: int) -> ContextSegment:
+def rules_segment(worker: Worker, quota: int, skill_id: str | None = None) -> ContextSegment:
     items = [_bullet(c) for c in worker.persona.constraints if c.strip()]
-    items += [_rule_line(r) for r in ordered_rules(worker.rules) if (r.text.strip() or r.title)]
+    items += [_rule_line(r) for r in ordered_rules(worker.rules, skill_id) if (r.text.strip() or r.title)]
     return _fill(SegmentName.CONSTRAINTS_RULES, "## Constraints and rules (always follow these)", items, quota)
 
 
 def _contact_line(contact: Contact) -> str:
     about = ", ".join(p for p in (contact.role, contact.organization) if p)
-    line = f"{contact.name} ({about})" if about else contact.name
+    line = f"{contact.display_name} ({about})" if about else contact.display_name
     line += f" [{contact.person_id}]"
     if contact.identities:
         line += "; " + ", ".join(f"{i.channel}: {i.handle}" for i in contact.identities)
