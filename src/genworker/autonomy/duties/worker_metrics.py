@@ -28,8 +28,7 @@ from genworker.autonomy.duties.store import DutyStore, ExecutionRecord
 from genworker.autonomy.inbox import InboxState, InboxStore
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
-from genworker.worker.lifecycle.errors import TaskLifecycleError
-from genworker.worker.lifecycle.store import TaskStore
+from genworker.worker.lifecycle import TaskLifecycle, TaskLifecycleError
 from genworker.worker.task import RunRecord, RunRef
 
 __all__ = ["BUILTIN_PREFIX", "HISTORY_METRICS", "MetricError", "WorkerMetrics"]
@@ -70,7 +69,7 @@ class WorkerMetrics:
 
     async def read(self, tenant_id: str, worker_id: str, metric: str, duty_id: str | None = None) -> MetricValue:
         if duty_id is not None and metric.lower() in HISTORY_METRICS:
-            return await asyncio.to_thread(self._history, tenant_id, worker_id, duty_id, metric.lower())
+            return await self._history(tenant_id, worker_id, duty_id, metric.lower())
         if metric.startswith(BUILTIN_PREFIX):
             return await self._inbox_count(tenant_id, worker_id, metric.removeprefix(BUILTIN_PREFIX))
         entry = (await asyncio.to_thread(self._load, tenant_id, worker_id)).get(metric)
@@ -95,12 +94,14 @@ class WorkerMetrics:
             return None
         return float((await self.inbox.counts(tenant_id, worker_id))[InboxState(state)])
 
-    def _history(self, tenant_id: str, worker_id: str, duty_id: str, metric: str) -> MetricValue:
+    async def _history(self, tenant_id: str, worker_id: str, duty_id: str, metric: str) -> MetricValue:
         """A metric of the duty's last runs (their run records, where still readable); None without runs."""
-        records = DutyStore(self.root).executions(tenant_id, worker_id, duty_id)[-HISTORY_WINDOW:]
+        executions = await asyncio.to_thread(DutyStore(self.root).executions, tenant_id, worker_id, duty_id)
+        records = executions[-HISTORY_WINDOW:]
         if not records:
             return None
-        runs = [_run(TaskStore(self.root), tenant_id, worker_id, r) for r in records]
+        lifecycle = TaskLifecycle(self.root)
+        runs = await asyncio.gather(*(_run(lifecycle, tenant_id, worker_id, r) for r in records))
         states = [run.state.value if run is not None else r.state for r, run in zip(records, runs, strict=True)]
         failures = sum(1 for state in states if state in _FAILED)
         durations = [run.timings.run_ms / 1000 for run in runs if run is not None and run.timings.run_ms is not None]
@@ -145,8 +146,8 @@ def _value(raw: object) -> MetricValue:
     return None
 
 
-def _run(store: TaskStore, tenant_id: str, worker_id: str, record: ExecutionRecord) -> RunRecord | None:
+async def _run(lifecycle: TaskLifecycle, tenant_id: str, worker_id: str, record: ExecutionRecord) -> RunRecord | None:
     try:
-        return store.read_run(RunRef(tenant_id, worker_id, record.run_id))
+        return await lifecycle.get_run(RunRef(tenant_id, worker_id, record.run_id))
     except (TaskLifecycleError, ValueError, OSError):  # gone or unreadable: the execution record stands in
         return None
