@@ -56,6 +56,7 @@ def test_a_sensor_whose_filter_does_not_parse_is_a_warning_at_its_line(
         "    sensor_id: app-repo\n"
         "    filter:\n"
         "      branch: main\n"
+        "      max_commits: 0\n"
         "---\nYou are Alice.\n"
     )
     root = small_workspace(extra={"tenants/acme/workers/alice/PERSONA.md": persona})
@@ -63,7 +64,8 @@ def test_a_sensor_whose_filter_does_not_parse_is_a_warning_at_its_line(
     out = capsys.readouterr().out
     assert (
         "tenants/acme/workers/alice/PERSONA.md\n  warning: line 8: sensor_configs[1].filter: "
-        "sensor 'app-repo' (git): filter.repo: Field required (this sensor will not run)"
+        "sensor 'app-repo' (git): filter.max_commits: Input should be greater than or equal to 1 "
+        "(this sensor will not run)"
     ) in out
     assert out.strip().splitlines()[-1].endswith("(1 warning)")
 

@@ -98,7 +98,6 @@ def test_numeric_cron_weekdays_load_with_a_warning(tmp_path: Path) -> None:
     assert "cron" in issues[0].field
 
 
-@pytest.mark.xfail(strict=False, reason="issue #22: secrets in channel features are not flagged yet")
 def test_callback_secrets_in_persona_features_are_flagged(tmp_path: Path) -> None:
     root = _workspace(
         tmp_path,
@@ -141,7 +140,6 @@ def test_invalid_routing_regex_is_refused_at_load(tmp_path: Path) -> None:
     assert any("routing_rules" in i.field for i in _errors(root, "PERSONA.md"))
 
 
-@pytest.mark.xfail(strict=False, reason="issue #22: upstream's match_mode spelling is not read yet")
 def test_invalid_routing_regex_in_upstream_spelling_is_refused_at_load(tmp_path: Path) -> None:
     root = _workspace(
         tmp_path,

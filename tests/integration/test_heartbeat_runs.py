@@ -36,7 +36,7 @@ heartbeat:
   goal_isolated_actions: [investigate]
   goal_isolated_deviation_threshold: 0.5
 sensor_configs:
-  - {source_type: webhook, sensor_id: hooks}
+  - {source_type: webhook, sensor_id: hooks, require_approval: false}  # the default is true (upstream)
   - {source_type: webhook, sensor_id: gated, require_approval: true}
 ---
 You are Alice.

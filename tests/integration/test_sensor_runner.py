@@ -143,15 +143,15 @@ async def test_stop_cancels_a_hung_poll_after_the_grace_period(root: Path) -> No
 async def test_a_bad_filter_degrades_at_start_with_the_field_named(
     root: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    worker = write_worker(root, [{**FILES, "filter": {"path": "drop", "includes": "*.md"}}])
+    worker = write_worker(root, [{**FILES, "filter": {"path": "drop", "max_files": 0}}])
     with caplog.at_level(logging.INFO, logger="genworker.sensing"):
         run = SensorRunner(worker, MemoryInboxWriter(), workspace=root)
-    assert run.status("drop").state == "degraded" and "filter.includes" in run.status("drop").reason
+    assert run.status("drop").state == "degraded" and "filter.max_files" in run.status("drop").reason
     assert run.sensors == {}
     # the operator hears of it once, at start-up, as a warning (it used to be said nowhere but the status)
     [record] = caplog.records
     assert record.levelno == logging.WARNING and "acme/w: drop will not run" in record.getMessage()
-    assert "filter.includes" in record.getMessage()
+    assert "filter.max_files" in record.getMessage()
 
 
 async def test_a_failing_poll_is_said_once_until_it_changes_or_recovers(

@@ -218,3 +218,39 @@ async def test_push_wakes_the_poll_right_after_a_change(root: Path) -> None:
     finally:
         await run.stop()
     assert run.status("drop").state == "stopped"
+
+
+async def test_upstream_watch_paths_and_routes(root: Path) -> None:
+    """Upstream's filter (`watch_paths`, `patterns` as comma-separated strings), its `match_mode` rules and
+    routes: several folders, reported relative to the worker folder; heartbeat / reactive / both are the
+    heartbeat's default route here, and the written route is kept in the item's metadata."""
+    worker_dir = root / "tenants/acme/workers/w"
+    config = {
+        "source_type": "workspace_file",
+        "poll_interval": "1h",
+        "filter": {"watch_paths": "data/inbox, data/exports", "patterns": "*.csv, *.xlsx"},
+        "routing_rules": [{"field": "path", "pattern": "URGENT", "match_mode": "regex", "route": "both"}],
+        "fallback_route": "heartbeat",
+    }
+    put(worker_dir / "data/inbox/keep.csv", "there before")
+    (worker_dir / "data/exports").mkdir(parents=True)
+    writer = MemoryInboxWriter()
+    run = SensorRunner(write_worker(root, [config]), writer, workspace=root)
+    assert run.status("workspace_file").reason == ""
+    assert await run.poll_now("workspace_file") == []
+    put(worker_dir / "data/inbox/urgent-fix.csv", "x")
+    put(worker_dir / "data/exports/q2.xlsx", "y")
+    put(worker_dir / "data/exports/notes.txt", "not a pattern")
+    put(worker_dir / "data/elsewhere/other.csv", "not watched")
+    items = await run.poll_now("workspace_file")
+    assert events(items) == [("file.created", "data/exports/q2.xlsx"), ("file.created", "data/inbox/urgent-fix.csv")]
+    assert [i.route for i in items] == [None, None]
+    assert [i.metadata.get("cognition_route") for i in items] == ["heartbeat", "both"]  # regex without case
+
+
+async def test_a_feishu_folder_sensor_is_degraded_not_silent(root: Path) -> None:
+    config = {"source_type": "feishu_doc", "poll_interval": "20m", "filter": {"folder_path": "/Shared/Specs"}}
+    run = SensorRunner(write_worker(root, [config]), MemoryInboxWriter(), workspace=root)
+    status = run.status("feishu_folder")
+    assert (status.state, status.mode) == ("degraded", "poll")
+    assert "not supported on this server yet" in status.reason and run.sensors == {}

@@ -109,6 +109,14 @@ async def test_segments_in_order_then_history_then_task() -> None:
     assert ctx.steps == () and ctx.summary is None and ctx.fits
 
 
+async def test_a_worker_without_a_name_is_called_by_its_id() -> None:
+    # upstream genworker makes identity.name optional
+    persona = PersonaSpec.model_validate({"identity": {"worker_id": "ada", "role": "finance analyst"}})
+    worker = Worker("acme", "ada", persona, "", {}, {}, {}, (), {}, None, {})
+    ctx = await build_managed_context(worker, "hi", [])
+    assert "You are ada, finance analyst." in ctx.system_prompt
+
+
 async def test_empty_segments_leave_no_heading() -> None:
     ctx = await build_managed_context(make_worker(), "hi", [])
     assert "## Contacts" not in ctx.system_prompt

@@ -66,10 +66,13 @@ def test_the_action_lists_beat_the_deviation() -> None:
     assert isinstance(decide(item("goal.check", goal_id="g", action="open_ticket", deviation=0.99)), SubmitTask)
 
 
-def test_without_goal_settings_only_a_deviation_isolates() -> None:
-    empty = HeartbeatConfig()  # threshold 0.3 by default
-    assert isinstance(decide(item("goal.check", goal_id="g", action="investigate"), empty), Summarize)
-    assert isinstance(decide(item("goal.check", goal_id="g", deviation=0.31), empty), RunIsolated)
+def test_without_goal_settings_upstreams_defaults_apply() -> None:
+    empty = HeartbeatConfig()  # upstream's: task for escalate/recover/investigate, isolated for replan/deep_review, 0.9
+    assert isinstance(decide(item("goal.check", goal_id="g", action="investigate"), empty), SubmitTask)
+    assert isinstance(decide(item("goal.check", goal_id="g", action="replan"), empty), RunIsolated)
+    assert isinstance(decide(item("goal.check", goal_id="g", action="celebrate"), empty), Summarize)
+    assert isinstance(decide(item("goal.check", goal_id="g", deviation=0.91), empty), RunIsolated)
+    assert isinstance(decide(item("goal.check", goal_id="g", deviation=0.5), empty), Summarize)
 
 
 def test_every_decision_says_why() -> None:

@@ -180,9 +180,9 @@ def test_every_invalid_field_is_reported(tmp_path: Path) -> None:
 
 
 def test_legacy_alias_field_path_uses_the_key_in_the_file(tmp_path: Path) -> None:
-    body = "---\nidentity:\n  name: I\n  worker_id: i\nmonitor_configs:\n  - source_type: fax\n---\n"
+    body = "---\nidentity: {name: I, worker_id: i}\nmonitor_configs:\n  - {source_type: git, poll_interval: x}\n---\n"
     (issue,) = validation_errors(tmp_path, PersonaSpec, body)
-    assert (issue.field, issue.line) == ("monitor_configs[0].source_type", 6)
+    assert (issue.field, issue.line) == ("monitor_configs[0].poll_interval", 4)
 
 
 PERSONA_WITH_TYPOS = """\

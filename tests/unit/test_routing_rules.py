@@ -7,8 +7,16 @@ from typing import Any
 import pytest
 
 from genworker.autonomy.sensing.facts import Fact
-from genworker.autonomy.sensing.routing import GOAL_ROUTE, accepts, is_goal_worthy, lookup, route_fact
-from genworker.workspace.models.persona import SensorConfig
+from genworker.autonomy.sensing.routing import (
+    GOAL_ROUTE,
+    accepts,
+    inbox_route,
+    is_goal_worthy,
+    lookup,
+    route_fact,
+    rule_matches,
+)
+from genworker.workspace.models.persona import RoutingRule, SensorConfig
 
 
 def config(*rules: dict[str, str], **fields: Any) -> SensorConfig:
@@ -66,11 +74,27 @@ def test_first_matching_rule_wins() -> None:
     assert route_fact(cfg, {"subject": "hello"}) == "summary"  # the empty pattern matches any text
 
 
-def test_fallback_then_override_then_none() -> None:
+def test_override_then_rules_then_fallback_then_none() -> None:
     rules = [rule("subject", "invoice", "contains", "task")]
-    assert route_fact(config(*rules, fallback_route="summary", cognition_route_override="isolated"), {}) == "summary"
-    assert route_fact(config(*rules, cognition_route_override="isolated"), {}) == "isolated"
+    invoice = {"subject": "invoice 7"}
+    # upstream's meaning: cognition_route_override is the route of every fact of the sensor
+    assert (
+        route_fact(config(*rules, fallback_route="summary", cognition_route_override="isolated"), invoice) == "isolated"
+    )
+    assert route_fact(config(*rules, fallback_route="summary"), invoice) == "task"
+    assert route_fact(config(*rules, fallback_route="summary"), {}) == "summary"
     assert route_fact(config(*rules), {}) is None
+
+
+def test_upstream_routes_are_the_heartbeats_default() -> None:
+    assert [inbox_route(r) for r in ("heartbeat", "reactive", "both", "task", None)] == [None, None, None, "task", None]
+
+
+def test_upstream_regex_rules_ignore_case_and_empty_fields_never_match() -> None:
+    upstream = RoutingRule.model_validate({"field": "subject", "pattern": "urgent|p0", "match_mode": "regex"})
+    ours = RoutingRule(field="subject", pattern="urgent|p0", match="regex", route="r")
+    assert rule_matches(upstream, {"subject": "URGENT: disk"}) and not rule_matches(ours, {"subject": "URGENT: disk"})
+    assert not rule_matches(RoutingRule.model_validate({"pattern": "x"}), {"": "x"})
 
 
 def test_a_payloads_own_event_type_is_what_rules_see() -> None:

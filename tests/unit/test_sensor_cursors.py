@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -86,3 +87,21 @@ def test_bad_files_raise_cursor_error_and_stay(tmp_path: Path, text: str, fragme
 def test_sensor_keys_are_ids(tmp_path: Path) -> None:
     with pytest.raises(InvalidIdError):
         CursorStore(tmp_path).path("../escape")
+
+
+def test_upstreams_snapshot_reads_as_no_cursor_and_is_kept_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # upstream genworker writes sensor_snapshots/{source_type}.json too, in its own shape
+    store = CursorStore(tmp_path)
+    store.folder.mkdir()
+    upstream = json.dumps({"seen_ids": ["<fixture-1@example.com>"]})
+    store.path("email").write_text(upstream, encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="genworker.sensing"):
+        assert store.load("email") is None
+        assert store.load("email") is None
+    assert len(caplog.records) == 1 and "another runtime's snapshot" in caplog.records[0].getMessage()
+    cursor = Cursor("email", "email", "INBOX", 0, {"uids": {}}, datetime(2026, 1, 1, tzinfo=UTC))
+    store.save(cursor)
+    assert store.load("email") == cursor
+    assert (store.folder / "email.upstream.json").read_text(encoding="utf-8") == upstream  # nothing lost

@@ -9,11 +9,14 @@ import pytest
 from genworker.autonomy.sensing.errors import SensorConfigError
 from genworker.autonomy.sensing.filters import (
     EmailFilter,
+    FeishuFolderFilter,
     GitFilter,
     WebhookFilter,
     WorkspaceFileFilter,
+    filter_issues,
     glob_matches,
     parse_filter,
+    unknown_filter_keys,
 )
 from genworker.workspace.models.persona import SensorConfig
 
@@ -71,6 +74,30 @@ def test_aliases_used_by_existing_workspaces() -> None:
     assert mail.passes({"sender": "dana@acme.example"})
 
 
+def test_upstream_filter_keys_as_comma_separated_strings() -> None:
+    files = parsed("workspace_file", watch_paths="data/inbox, data/exports/", patterns="*.csv, *.xlsx")
+    assert files.folders == ("data/inbox", "data/exports") and files.include == ("*.csv", "*.xlsx")
+    git = parsed("git", repo_path="repos/warehouse", branches="main, release/2026.04")
+    assert (git.repo, git.branches) == ("repos/warehouse", ("main", "release/2026.04"))
+    assert parsed("git").repo == "."  # upstream's default: the worker folder itself
+    mail = parsed("email", subject_keywords="data quality, SLA", from_domains="example.com", folder="Reports")
+    assert (mail.subject_contains, mail.folders) == (("data quality", "SLA"), ("Reports",))
+    assert mail.passes({"subject": "SLA breach", "sender": "ops@example.com"})
+    assert mail.passes({"subject": "SLA breach", "sender": "ops@mail.example.com"})
+    assert not mail.passes({"subject": "SLA breach", "sender": "ops@notexample.com"})
+    assert not mail.passes({"subject": "SLA breach"})
+    feishu = parsed("feishu_folder", folder_path="/Data Quality")
+    assert isinstance(feishu, FeishuFolderFilter) and feishu.folder_path == "/Data Quality"
+
+
+def test_unknown_filter_keys_are_ignored_and_named() -> None:
+    # upstream ignores keys a sensor does not read; `genworker check` names them (filter_issues)
+    config = SensorConfig.model_validate({"source_type": "email", "filter": {"label": "finance", "inclde": "x"}})
+    assert parse_filter(config).folders == ("INBOX",)
+    assert unknown_filter_keys(config) == ["label", "inclde"]
+    assert unknown_filter_keys(SensorConfig.model_validate({"source_type": "git", "filter": {"repo_path": "r"}})) == []
+
+
 def test_webhook_filter() -> None:
     flt = parsed("webhook", secret_env="WEBHOOK_SECRET_CI")
     assert isinstance(flt, WebhookFilter) and flt.secret_env == "WEBHOOK_SECRET_CI"
@@ -81,15 +108,13 @@ def test_webhook_filter() -> None:
     [
         ("workspace_file", {"path": "../other"}, "filter.path"),
         ("workspace_file", {"path": "/etc"}, "filter.path"),
-        ("workspace_file", {"inclde": ["*.md"]}, "filter.inclde"),  # a typo is an error, not a wider sensor
-        ("git", {}, "filter.repo"),
         ("git", {"repo": "r", "max_commits": 0}, "filter.max_commits"),
         ("email", {"mailbox": 'a"b'}, "filter.mailbox"),
         ("email", {"folders": ["INBOX", "INBOX"]}, "filter.folders"),
         ("email", {"folders": []}, "filter.folders"),
         ("email", {"security": "tls"}, "filter.security"),
         ("webhook", {"secret_env": "not a name"}, "filter.secret_env"),
-        ("webhook", {"secret": "inline secrets are refused"}, "filter.secret"),
+        ("webhook", {"secret": "s3cret"}, "inline secrets are refused"),
     ],
 )
 def test_bad_filters_name_the_sensor_and_field(source_type: str, filter: dict[str, Any], fragment: str) -> None:
@@ -97,3 +122,28 @@ def test_bad_filters_name_the_sensor_and_field(source_type: str, filter: dict[st
         parsed(source_type, **filter)
     assert fragment in str(caught.value)
     assert f"sensor {source_type!r}" in str(caught.value)
+
+
+def test_filter_issues_name_ignored_keys_and_broken_filters_at_their_line(ws) -> None:
+    ws.persona(
+        extra="""
+        monitor_configs:
+          - source_type: email
+            filter: {label: finance}
+          - source_type: email
+            filter:
+              subject_keywords: invoice
+              label: finance
+          - source_type: git
+            sensor_id: repo
+            filter: {repo_path: ../outside}
+          - source_type: fax
+        """
+    )
+    worker, _ = ws.load_worker()
+    issues = filter_issues(ws.root, worker)
+    assert [(i.field, i.line) for i in issues] == [
+        ("monitor_configs[1].filter.label", 11),  # the later email sensor replaced the first one
+        ("monitor_configs[2].filter", 14),
+    ]
+    assert issues[0].message.startswith("ignored") and "will not run" in issues[1].message

@@ -66,7 +66,8 @@ class Setup:
             extra="""
             sensor_configs:
               - {source_type: webhook, sensor_id: crm-hook, require_approval: true}
-              - {source_type: git}
+              - {source_type: git, require_approval: false}
+              - {source_type: email}
             """
         )
         ws.write("tenants/acme/workers/w/duties/_defaults.md", "---\nexecution_log_retention: 30d\n---\n")
@@ -267,6 +268,8 @@ def test_sensor_requires_approval(s) -> None:
     outcome = s.run(source_type="sensor", source_id="crm-hook", duty_id="triage")
     assert summary(outcome) == ("gated", "proposal_only", ("sensor_requires_approval",))
     assert s.run(source_type="sensor", source_id="git", duty_id="triage").decision.action == "auto"
+    # require_approval defaults to true, as upstream genworker's sensors do
+    assert s.run(source_type="sensor", source_id="email", duty_id="triage").decision.action == "gated"
 
 
 def test_autonomous_irreversible(s) -> None:

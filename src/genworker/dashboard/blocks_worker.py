@@ -52,7 +52,7 @@ async def workers(ctx: BlockContext) -> list[dict[str, Any]]:
     listed = [
         {
             "worker_id": w.worker_id,
-            "name": w.persona.identity.name,
+            "name": w.persona.identity.display_name,
             "role": w.persona.identity.role,
             "mode": w.persona.mode.value,
             "loaded": True,
@@ -91,7 +91,7 @@ async def profile(ctx: BlockContext) -> dict[str, Any]:
     identity = w.persona.identity
     return {
         "worker_id": w.worker_id,
-        "name": identity.name,
+        "name": identity.display_name,
         "role": identity.role,
         "department": identity.department,
         "reports_to": identity.reports_to,

@@ -4,12 +4,17 @@
 same folder, fsync, rename, fsync of the folder). A sensor moves its cursor only after every fact it
 observed is in the inbox, so a crash in between repeats facts (dropped by their dedupe keys) and
 never skips one. The hot-reload watcher ignores this folder. Blocking: call from a thread.
+
+Upstream genworker writes its own snapshots to the same place (`{"seen_ids": ...}`,
+`{"file_snapshot": ...}`, no `schema_version`): such a file reads as "no cursor" (said once), and
+is moved aside to `{sensor_key}.upstream.json`, never overwritten, when the first cursor is saved.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
@@ -26,8 +31,11 @@ from genworker.ids import safe_join
 
 __all__ = ["CURSOR_SCHEMA_VERSION", "SNAPSHOT_DIR", "Cursor", "CursorStore"]
 
+log = logging.getLogger("genworker.sensing")
+
 CURSOR_SCHEMA_VERSION = 1
 SNAPSHOT_DIR = "sensor_snapshots"
+_FOREIGN_SAID: set[Path] = set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +83,11 @@ class CursorStore:
             data = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise CursorError(f"{path} is not valid JSON ({exc}); delete it to start this sensor over") from None
+        if _foreign(data):
+            if path not in _FOREIGN_SAID:
+                _FOREIGN_SAID.add(path)
+                log.warning("%s holds another runtime's snapshot (no schema_version): the sensor starts over", path)
+            return None
         version = data.get("schema_version") if isinstance(data, dict) else None
         if version != CURSOR_SCHEMA_VERSION:
             raise CursorError(
@@ -109,7 +122,30 @@ class CursorStore:
             updated_at=cursor.updated_at,
             state=_plain(cursor.state),
         ).model_dump(mode="json")
-        _write_atomic(self.path(cursor.sensor_key), json.dumps(body, indent=1, sort_keys=True) + "\n")
+        path = self.path(cursor.sensor_key)
+        _keep_foreign(path)
+        _write_atomic(path, json.dumps(body, indent=1, sort_keys=True) + "\n")
+
+
+def _foreign(data: Any) -> bool:
+    """A JSON object without our `schema_version`: upstream's snapshot (`seen_ids`, `file_snapshot` ...)."""
+    return isinstance(data, dict) and "schema_version" not in data
+
+
+def _keep_foreign(path: Path) -> None:
+    """Move another runtime's snapshot aside (`{key}.upstream.json`) instead of overwriting it."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if _foreign(data):
+        aside = path.with_name(f"{path.stem}.upstream.json")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.stem}.upstream-{n}.json")
+        path.replace(aside)
+        log.info("%s: the other runtime's snapshot is kept as %s", path, aside.name)
 
 
 def _plain(value: Any) -> Any:

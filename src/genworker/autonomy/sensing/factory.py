@@ -8,8 +8,16 @@ from genworker.autonomy.inbox import InboxWriter
 from genworker.autonomy.sensing.base import Clock, PullSensor, utc_now
 from genworker.autonomy.sensing.cursors import CursorStore
 from genworker.autonomy.sensing.email import EmailSensor, ImapAccount
+from genworker.autonomy.sensing.errors import SensorConfigError
 from genworker.autonomy.sensing.facts import FactEmitter
-from genworker.autonomy.sensing.filters import EmailFilter, GitFilter, WebhookFilter, WorkspaceFileFilter, parse_filter
+from genworker.autonomy.sensing.filters import (
+    EmailFilter,
+    FeishuFolderFilter,
+    GitFilter,
+    WebhookFilter,
+    WorkspaceFileFilter,
+    parse_filter,
+)
 from genworker.autonomy.sensing.git import GitSensor
 from genworker.autonomy.sensing.workspace_file import WorkspaceFileSensor
 from genworker.ids import safe_join
@@ -28,9 +36,14 @@ def build_sensor(
 ) -> PullSensor | None:
     """The pull sensor for `config`; None for a push-only sensor (webhook: the HTTP route feeds it).
 
-    SensorConfigError when the config cannot work (bad filter, a path outside the tenant, no credentials).
+    SensorConfigError when the config cannot work (bad filter, a path outside the tenant, no credentials,
+    a sensor type this server does not have).
     """
     sensor_filter = parse_filter(config)
+    if isinstance(sensor_filter, FeishuFolderFilter):
+        raise SensorConfigError(
+            f"feishu_folder sensors (folder {sensor_filter.folder_path!r}) are not supported on this server yet"
+        )
     folder = worker_dir(workspace, worker.tenant_id, worker.worker_id)
     tenant_folder = safe_join(workspace, "tenants", worker.tenant_id)
     cursors = CursorStore(folder)

@@ -20,7 +20,7 @@ from typing import Any
 
 from genworker.autonomy.inbox import InboxItem, InboxWriter, new_item
 from genworker.autonomy.sensing.filters import SensorFilter, parse_filter
-from genworker.autonomy.sensing.routing import GOAL_ROUTE, is_goal_worthy, route_fact
+from genworker.autonomy.sensing.routing import GOAL_ROUTE, inbox_route, is_goal_worthy, route_fact
 from genworker.workspace.models.persona import SensorConfig
 
 __all__ = ["GOAL_PROPOSED", "Emission", "Fact", "FactEmitter"]
@@ -81,8 +81,12 @@ class FactEmitter:
         fields = fact.fields()
         if not self.filter.passes(fields):
             return Emission(None)
-        route = route_fact(self.config, fields)
+        written_route = route_fact(self.config, fields)
+        route = inbox_route(written_route)
         dedupe_key = self.dedupe_key(fact)
+        metadata = {"sensor": self.config.key, "fact_key": fact.key}
+        if written_route != route:  # upstream's route, kept for event matchers that care (reactive / both)
+            metadata["cognition_route"] = str(written_route)
         item = new_item(
             self.tenant_id,
             self.worker_id,
@@ -92,7 +96,7 @@ class FactEmitter:
             fact.payload,
             route=route,
             dedupe_key=dedupe_key,
-            metadata={"sensor": self.config.key, "fact_key": fact.key},
+            metadata=metadata,
         )
         written = await self.writer.write(item)
         if not (self.config.auto_create_goal and is_goal_worthy(route, fields)):

@@ -5,14 +5,19 @@ wins: a webhook body's event type); a dotted field walks
 into nested objects and lists (`sender.email`, `to.0`). A key that itself contains dots is found
 first. How the pattern is compared with the value:
 
-- exact: equal, case-sensitive
-- contains / prefix: substring / start of the value, case-insensitive (casefold)
-- regex: `re.search`, case-sensitive unless the pattern says `(?i)`
+- exact: equal, case-sensitive (upstream's `match_mode: equals`)
+- contains / prefix: substring / start of the value, case-insensitive (casefold; upstream's
+  `contains` / `startswith`)
+- regex: `re.search`, case-sensitive unless the pattern says `(?i)` or the rule was written with
+  upstream's `match_mode: regex` (`ignore_case`)
 
 Values: strings as they are, numbers as written in JSON, booleans as `true`/`false`; a list matches
 when any of its items matches; missing fields, null and objects never match.
 
-No rule matches: `fallback_route`, else `cognition_route_override`, else None (the heartbeat's default).
+`cognition_route_override`, when set, is the route of every fact of the sensor (upstream's meaning).
+Else the first matching rule; no rule matches: `fallback_route`, else None (the heartbeat's default).
+Upstream's routes `heartbeat` / `reactive` / `both` are the heartbeat's default here (`inbox_route`):
+every inbox item already reaches event-triggered duties as `inbox.item_written`.
 """
 
 from __future__ import annotations
@@ -23,9 +28,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from genworker.autonomy.sensing.filters import parse_filter
-from genworker.workspace.models.persona import RoutingRule, SensorConfig
+from genworker.workspace.models.persona import UPSTREAM_ROUTES, RoutingRule, SensorConfig
 
-__all__ = ["GOAL_ROUTE", "accepts", "is_goal_worthy", "lookup", "route_fact", "rule_matches"]
+__all__ = ["GOAL_ROUTE", "accepts", "inbox_route", "is_goal_worthy", "lookup", "route_fact", "rule_matches"]
 
 GOAL_ROUTE = "goal"
 
@@ -65,8 +70,8 @@ def _text(value: Any) -> str | None:
 
 
 @functools.lru_cache(maxsize=512)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
+def _compiled(pattern: str, ignore_case: bool) -> re.Pattern[str]:
+    return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
 
 
 def _matches(rule: RoutingRule, value: Any) -> bool:
@@ -81,19 +86,26 @@ def _matches(rule: RoutingRule, value: Any) -> bool:
         return rule.pattern.casefold() in text.casefold()
     if rule.match == "prefix":
         return text.casefold().startswith(rule.pattern.casefold())
-    return _compiled(rule.pattern).search(text) is not None
+    return _compiled(rule.pattern, rule.ignore_case).search(text) is not None
 
 
 def rule_matches(rule: RoutingRule, fields: Mapping[str, Any]) -> bool:
-    return _matches(rule, lookup(fields, rule.field))
+    return bool(rule.field) and _matches(rule, lookup(fields, rule.field))
 
 
 def route_fact(config: SensorConfig, fact_fields: Mapping[str, Any]) -> str | None:
-    """The route of the first matching rule, else fallback_route, else cognition_route_override, else None."""
+    """cognition_route_override, else the route of the first matching rule, else fallback_route, else None."""
+    if config.cognition_route_override:
+        return config.cognition_route_override
     for rule in config.routing_rules:
         if rule_matches(rule, fact_fields):
             return rule.route
-    return config.fallback_route or config.cognition_route_override or None
+    return config.fallback_route or None
+
+
+def inbox_route(route: str | None) -> str | None:
+    """The inbox item's route: upstream's heartbeat / reactive / both are the heartbeat's default (None)."""
+    return None if route in UPSTREAM_ROUTES else route
 
 
 def accepts(config: SensorConfig, fact_fields: Mapping[str, Any]) -> bool:

@@ -1,4 +1,5 @@
-"""The workspace_file sensor: files created, modified or deleted under a folder of the worker.
+"""The workspace_file sensor: files created, modified or deleted under a folder of the worker (or
+several: upstream's `watch_paths`, where paths are reported relative to the worker folder).
 
 Each poll walks the folder and diffs `{relative path: (mtime_ns, size)}` against the snapshot in the
 cursor, so changes made while the runtime was stopped are reported once at the next poll. Hidden
@@ -49,29 +50,44 @@ class WorkspaceFileSensor(PullSensor):
         self.filter = sensor_filter
         self.limit = limit  # the folder the watched path must stay in (the tenant's folder)
         self.state_dirs = tuple((self.cursors.worker_dir / name).resolve() for name in STATE_DIRS)
-        self.folder()  # refuse a bad path at construction
+        self.folders()  # refuse a bad path at construction
 
-    def folder(self) -> Path:
-        folder = confined_path(self.cursors.worker_dir, self.filter.path, self.limit, "filter.path")
-        real = folder.resolve()
-        for state in self.state_dirs:
-            if real == state or state in real.parents:
-                raise SensorConfigError(f"filter.path {self.filter.path!r} is runtime state ({state.name}/)")
-        return folder
+    @property
+    def _field(self) -> str:
+        return "filter.watch_paths" if self.filter.watch_paths else "filter.path"
+
+    def folders(self) -> list[tuple[str, Path]]:
+        """(the path as written, the folder) for each watched folder."""
+        found = []
+        for rel in self.filter.folders:
+            folder = confined_path(self.cursors.worker_dir, rel, self.limit, self._field)
+            real = folder.resolve()
+            for state in self.state_dirs:
+                if real == state or state in real.parents:
+                    raise SensorConfigError(f"{self._field} {rel!r} is runtime state ({state.name}/)")
+            found.append((rel, folder))
+        return found
 
     def scope(self) -> str:
+        if self.filter.watch_paths:
+            return "paths=" + ",".join(self.filter.watch_paths)
         return f"path={self.filter.path}"
 
     def observe(self, previous: Cursor | None, seq: int) -> Observation:
-        folder = self.folder()
-        if not folder.is_dir():
-            raise SensorPollError(f"watched folder {self.filter.path!r} does not exist under the worker folder")
-        current = scan_folder(folder, skip=self.state_dirs, max_files=self.filter.max_files)
+        current: dict[str, FileState] = {}
+        for rel, folder in self.folders():
+            if not folder.is_dir():
+                raise SensorPollError(f"watched folder {rel!r} does not exist under the worker folder")
+            files = scan_folder(folder, skip=self.state_dirs, max_files=self.filter.max_files)
+            within = "" if not self.filter.watch_paths or rel == "." else f"{rel}/"  # several: worker-relative
+            current.update((f"{within}{path}", st) for path, st in files.items())
+            if len(current) > self.filter.max_files:
+                raise SensorPollError(f"more than {self.filter.max_files} files in the watched folders")
         state = {"files": {path: list(st) for path, st in sorted(current.items())}}
         if previous is None and self.filter.on_first_poll == "baseline":
             return Observation((), state)
         old = _files(previous.state) if previous is not None else {}
-        prefix = "" if self.filter.path == "." else f"{self.filter.path}/"
+        prefix = "" if self.filter.watch_paths or self.filter.path == "." else f"{self.filter.path}/"
         facts = tuple(
             _fact(change, path, st, before, seq, prefix) for change, path, st, before in diff_files(old, current)
         )
@@ -80,15 +96,16 @@ class WorkspaceFileSensor(PullSensor):
     async def watch(self, trigger: Callable[[], None], stop: asyncio.Event) -> None:
         if not self.filter.push:
             return
-        folder = await asyncio.to_thread(self.folder)
+        folders = [folder for _, folder in await asyncio.to_thread(self.folders)]
         skip = tuple(str(state) + os.sep for state in self.state_dirs)
 
         def wanted(change: Change, path: str) -> bool:
-            rel = os.path.relpath(path, folder)
+            inside = next((f for f in folders if Path(path).is_relative_to(f)), folders[0])
+            rel = os.path.relpath(path, inside)
             return not (path + os.sep).startswith(skip) and not any(p.startswith(".") for p in Path(rel).parts)
 
         async for _ in awatch(
-            folder, watch_filter=wanted, stop_event=stop, debounce=PUSH_DEBOUNCE_MS, step=20, recursive=True
+            *folders, watch_filter=wanted, stop_event=stop, debounce=PUSH_DEBOUNCE_MS, step=20, recursive=True
         ):
             trigger()
 

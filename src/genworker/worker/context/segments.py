@@ -67,7 +67,7 @@ def _fill(name: SegmentName, header: str, items: Iterable[str], quota: int, omit
 
 def identity_segment(worker: Worker, quota: int) -> ContextSegment:
     identity = worker.persona.identity
-    who = f"You are {identity.name}"
+    who = f"You are {identity.display_name}"
     if identity.role:
         who += f", {identity.role}"
     if identity.department:
