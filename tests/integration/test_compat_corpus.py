@@ -73,7 +73,6 @@ def _warnings(registry: WorkspaceRegistry, file_part: str = "") -> list[Issue]:
 # -- every corpus workspace --------------------------------------------------------------------
 
 
-@WIP
 @pytest.mark.parametrize("name", sorted(WORKERS))
 def test_loads_with_zero_errors_and_every_worker(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     root, registry = _load(name, tmp_path_factory)
@@ -88,7 +87,6 @@ def test_loads_with_zero_errors_and_every_worker(name: str, tmp_path_factory: py
             assert filter_issues(root, worker) == [], f"a sensor of {worker.worker_id} would not run"
 
 
-@WIP
 @pytest.mark.parametrize("name", ["upstream_full", "seed_style"])
 def test_no_upstream_field_is_reported_unknown(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     _, registry = _load(name, tmp_path_factory)
@@ -108,7 +106,6 @@ def test_tenant(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert set(state.tenant.tool_policy.denied_tools) == {"admin_console", "shell_exec"}
 
 
-@WIP
 def test_persona_identity_and_modes(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -120,7 +117,6 @@ def test_persona_identity_and_modes(full: tuple[Path, WorkspaceRegistry]) -> Non
     assert _worker(registry, "acme", "teammate").persona.mode == WorkerMode.TEAM_MEMBER
 
 
-@WIP
 def test_channels_keep_upstream_connection_modes(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     channels = _worker(registry, "acme", "analyst").persona.channels
@@ -136,7 +132,6 @@ def test_channels_keep_upstream_connection_modes(full: tuple[Path, WorkspaceRegi
     assert channels[0].chat_ids == ("oc_fixture_quality_group", "ou_fixture_owner_dm")
 
 
-@WIP
 def test_sensors(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     sensors = _worker(registry, "acme", "analyst").persona.sensor_configs
@@ -157,7 +152,6 @@ def test_sensors(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert parse_filter(files).include == ("*.csv", "*.xlsx")
 
 
-@WIP
 def test_inline_contacts_heartbeat_and_service(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -313,7 +307,6 @@ def test_hybrid_workflow_steps(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert skill.spec.settings.recommended_tools == ("sql_executor", "data_profiler")
 
 
-@WIP
 def test_deterministic_workflow_and_worker_skills(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -421,7 +414,6 @@ def test_seed_goal_links(seed: tuple[Path, WorkspaceRegistry]) -> None:
     assert goal.external_source is not None and goal.external_source.type == "feishu_doc"
 
 
-@WIP
 def test_seed_persona(seed: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = seed
     assistant = _worker(registry, "demo", "assistant")
@@ -454,7 +446,6 @@ def test_lenient_tenant(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     assert "notes" not in state.failures  # a folder without PERSONA.md is skipped
 
 
-@WIP
 def test_lenient_persona(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = lenient
     legacy = _worker(registry, "lenient", "legacy")
@@ -500,7 +491,6 @@ def test_lenient_duties(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     assert any(name == "zz-duplicate.md" for name, _ in warned)
 
 
-@WIP
 def test_lenient_goal_rules_skills(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = lenient
     legacy = _worker(registry, "lenient", "legacy")
