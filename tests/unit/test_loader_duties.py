@@ -91,7 +91,6 @@ def test_upstream_spellings_are_noted_for_check_explain(ws) -> None:
     ws.duty(
         "d",
         """\
-        execution_policy: {default: draft}
         execution_log_retention: a month
         pre_script: {source: "print(1)", timeout_seconds: 5}
         """,
@@ -103,4 +102,26 @@ def test_upstream_spellings_are_noted_for_check_explain(ws) -> None:
     assert ("pre_script.source", "mapped: source -> inline") in notes
     assert ("pre_script.timeout_seconds", "mapped: timeout_seconds -> timeout") in notes
     assert ("execution_log_retention", "mapped: 'a month' -> 30 days (upstream's default)") in notes
-    assert any(f == "execution_policy" and "-> posture" in m for f, m in notes)
+
+
+def test_a_duty_s_own_old_spelling_wins_over_the_defaults_file(ws) -> None:
+    """The posture written in a duty's own execution_policy beats `posture` from _defaults.md, and a
+    defaults file in the old spelling still yields to the duty's own `posture`."""
+    ws.persona()
+    ws.write("tenants/acme/workers/w/duties/_defaults.md", "---\nposture: {default: draft}\n---\n")
+    ws.duty("pay", "triggers: [{id: m, type: manual}]\nexecution_policy: {default: execute}\n")
+    ws.duty("plain", "triggers: [{id: m2, type: manual}]\n")
+    worker, _ = ws.load_worker()
+    assert worker.duties["pay"].posture.default == "execute"
+    assert worker.duties["plain"].posture.default == "draft"
+
+
+def test_an_old_spelling_defaults_file_yields_to_the_duty_s_posture(ws) -> None:
+    ws.persona()
+    ws.write("tenants/acme/workers/w/duties/_defaults.md", "---\nexecution_policy: {default: propose}\n---\n")
+    ws.duty(
+        "pay", "triggers: [{id: m, type: manual}]\nposture: {default: execute}\nexecution_policy: {default: deep}\n"
+    )
+    worker, _ = ws.load_worker()
+    duty = worker.duties["pay"]
+    assert (duty.posture.default, duty.execution_policy.default) == ("execute", "deep")

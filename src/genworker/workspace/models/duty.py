@@ -471,19 +471,7 @@ class DutySpec(Model):
     @model_validator(mode="before")
     @classmethod
     def _upstream_spellings(cls, data: Any) -> Any:
-        if not isinstance(data, Mapping):
-            return data
-        data = dict(data)
-        policy = data.get("execution_policy")
-        if isinstance(policy, Mapping):
-            depth, posture = _split_policy(policy)
-            data["execution_policy"] = depth
-            if posture:
-                note("execution_policy", "mapped", f"posture values {posture} -> posture")
-                written = data.get("posture") if isinstance(data.get("posture"), Mapping) else {}
-                overrides = {**posture.get("overrides", {}), **(written.get("overrides") or {})}
-                data["posture"] = {**posture, **written, **({"overrides": overrides} if overrides else {})}
-        return data
+        return move_postures(data, noted=True) if isinstance(data, Mapping) else data
 
     @model_validator(mode="after")
     def _consistent(self) -> DutySpec:
@@ -551,8 +539,29 @@ def _posture_message(loc: Loc, value: str) -> str:
     )
 
 
+def move_postures(data: Mapping[str, Any], *, noted: bool = False) -> dict[str, Any]:
+    """`data` with posture values written in `execution_policy` (our earlier spelling) moved to
+    `posture`; a `posture` the same data writes wins over them."""
+    moved = dict(data)
+    policy = moved.get("execution_policy")
+    if not isinstance(policy, Mapping):
+        return moved
+    depth, posture = _split_policy(policy)
+    moved["execution_policy"] = depth
+    if posture:
+        if noted:
+            note("execution_policy", "mapped", f"posture values {posture} -> posture")
+        given = moved.get("posture")
+        written: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        overrides = {**posture.get("overrides", {}), **(written.get("overrides") or {})}
+        moved["posture"] = {**posture, **written, **({"overrides": overrides} if overrides else {})}
+    return moved
+
+
 def apply_defaults(own: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
-    """Fill the duty's unset fields from `defaults`, merging nested mappings key by key."""
+    """Fill the duty's unset fields from `defaults`, merging nested mappings key by key. Posture
+    values in `execution_policy` are moved first on both sides, so the duty's own still wins."""
+    own, defaults = move_postures(own), move_postures(defaults)
     merged = dict(own)
     for key, value in defaults.items():
         if key not in DEFAULTABLE_FIELDS:
