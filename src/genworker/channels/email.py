@@ -88,6 +88,8 @@ class EmailClient:
         message = EmailMessage()
         message["From"] = creds.worker_address
         message["To"] = target.chat_id
+        if context.get("cc"):
+            message["Cc"] = context["cc"]
         subject = context.get("subject") or _first_line(outbound.text)
         message["Subject"] = (
             subject if subject.lower().startswith("re:") or "message_id" not in context else f"Re: {subject}"

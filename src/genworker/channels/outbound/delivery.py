@@ -28,7 +28,7 @@ from genworker.channels.outbound.platform import PlatformClient, Sent, Target, V
 from genworker.channels.outbound.slack import SlackClient
 from genworker.channels.outbound.text import split_text
 from genworker.channels.outbound.wecom import WeComClient
-from genworker.channels.registry import ChannelBinding, ChannelRegistry
+from genworker.channels.registry import ChannelBinding, ChannelRegistry, adapter_id_for
 from genworker.observability.metrics import record_channel_delivery
 from genworker.workspace.models.credentials import (
     DingTalkCredentials,
@@ -37,6 +37,7 @@ from genworker.workspace.models.credentials import (
     SlackCredentials,
     WeComCredentials,
 )
+from genworker.workspace.models.persona import Channel
 
 __all__ = ["AdapterHealth", "ChannelDelivery", "build_client"]
 
@@ -190,6 +191,42 @@ class ChannelDelivery:
             return await self._fall_back(first, outbound, failed)
         result = await self._attempt(first, target, outbound)
         return result if result.ok else await self._fall_back(first, outbound, result)
+
+    async def send_to(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        platform: str,
+        target: Target,
+        outbound: OutboundMessage,
+        adapter_key: str | None = None,
+    ) -> DeliveryResult:
+        """Send to exactly `target` on one channel (the binding keyed `adapter_key`, else the worker's
+        first `platform` channel with credentials), without falling back to another chat: the outbox's
+        transport. Email needs no `channels[]` entry: the credentials' email section is enough."""
+        binding = self.binding_for(tenant_id, worker_id, platform, adapter_key)
+        if binding is None:
+            which = f"channel {adapter_key!r}" if adapter_key else f"{platform} channel"
+            return DeliveryResult(False, platform, attempts=0, error=f"{tenant_id}/{worker_id} has no {which}")
+        return await self._attempt(binding, target, outbound)
+
+    def binding_for(
+        self, tenant_id: str, worker_id: str, platform: str, adapter_key: str | None = None
+    ) -> ChannelBinding | None:
+        bindings = self.channels.bindings(tenant_id, worker_id)
+        if adapter_key is not None:
+            return next((b for b in bindings if b.key == adapter_key and b.platform == platform), None)
+        chosen = [b for b in bindings if b.platform == platform]
+        usable = [b for b in chosen if b.credentials is not None]
+        if usable or chosen:
+            return (usable or chosen)[0]
+        worker = self.channels.workspace.worker(tenant_id, worker_id)
+        creds = worker.credentials.email if platform == "email" and worker and worker.credentials else None
+        if creds is None:
+            return None
+        channel = Channel(type="email")
+        adapter_id = adapter_id_for(tenant_id, worker_id, channel)
+        return ChannelBinding(adapter_id, tenant_id, worker_id, "email", channel, creds)
 
     async def deliver(self, tenant_id: str, worker_id: str, text: str) -> bool:
         """`BriefSink` (genworker.autonomy.briefs) and confirmation notices: markdown to the worker's
