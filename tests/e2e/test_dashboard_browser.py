@@ -26,7 +26,7 @@ CHROMIUM = os.environ.get("GENWORKER_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("GENWORKER_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "dashboard"
 GATED = (
     "---\nduty_id: pay-invoice\ntitle: Pay an approved invoice\ntriggers: [{id: m, type: manual}]\n"
-    "execution_policy: {default: execute}\ncontract: {version: '1', approval: {required: true}}\n"
+    "posture: {default: execute}\ncontract: {version: '1', approval: {required: true}}\n"
     "---\nPay the invoice from Globex.\n"
 )
 WAIT_MS = 15_000

@@ -41,7 +41,7 @@ duty_id: weekly-review
 title: Weekly review
 triggers:
   - {id: now, type: manual}
-execution_policy: {default: execute}
+posture: {default: execute}
 ---
 Review the week and list what is still open.
 """
