@@ -10,6 +10,7 @@ message is answered and the answer delivered. `build_channels` composes the whol
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,8 @@ from genworker.channels.registry import ChannelBinding, ChannelRegistry
 from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
 from genworker.observability.metrics import register_collector, unregister_collector
 from genworker.worker.router import WorkerRouter
+
+log = logging.getLogger("genworker.channels")
 
 __all__ = [
     "FAILURE_TEXT",
@@ -166,6 +169,9 @@ async def build_channels(runtime: Any) -> Channels:
         policy=redelivery_policy(runtime.settings.number) if hasattr(runtime, "settings") else None,
     )
     channels.replayed = await channels.start()
+    for binding in registry.all():
+        if binding.limitation:
+            log.warning("[Channels] %s: %s", binding.adapter_id, binding.limitation)
     runtime.channels = channels
     return channels
 

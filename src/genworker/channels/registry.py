@@ -13,6 +13,10 @@ URL-safe (RFC 3986 unreserved). Example: `acme~alice~slack`, `acme~alice~ops-fei
 
 Bindings are computed from the registry's current snapshot on every call, so a reload of
 PERSONA.md or CHANNEL_CREDENTIALS.json takes effect without a restart.
+
+Every binding receives events by webhook. A binding whose `connection_mode` asks for a long
+connection (`websocket`, `socket_mode`, `stream`) says so in `limitation`: the dashboard shows
+it degraded and the ingress logs it at start-up, never silently.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from genworker.ids import ID_PATTERN
-from genworker.workspace.models.persona import Channel
+from genworker.workspace.models.persona import LONG_CONNECTION_MODES, Channel
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 
@@ -43,6 +47,16 @@ class ChannelBinding:
     @property
     def key(self) -> str:
         return self.channel.adapter_id or self.channel.type
+
+    @property
+    def limitation(self) -> str:
+        """Why this binding does not work the way its connection_mode asks ("" when it does)."""
+        if self.channel.connection_mode not in LONG_CONNECTION_MODES:
+            return ""
+        return (
+            f"connection_mode {self.channel.connection_mode}: long connections are not supported yet; "
+            f"events arrive by webhook at /api/v1/channel/{self.adapter_id}/webhook"
+        )
 
 
 def adapter_id_for(tenant_id: str, worker_id: str, channel: Channel) -> str:

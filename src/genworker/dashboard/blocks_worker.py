@@ -301,7 +301,8 @@ async def channels(ctx: BlockContext) -> dict[str, Any]:
             "connection_mode": b.channel.connection_mode,
             "chat_ids": list(b.channel.chat_ids),
             "credentials": b.credentials is not None,
-            "status": "missing_credentials" if b.credentials is None else ingress,
+            "status": "missing_credentials" if b.credentials is None else "degraded" if b.limitation else ingress,
+            "note": b.limitation,  # e.g. a long-connection mode served by webhook
             "webhook": f"/api/v1/channel/{b.adapter_id}/webhook",
         }
         for b in registry.bindings(ctx.tenant_id, ctx.worker_id)

@@ -327,7 +327,7 @@ const RENDERERS = {
     const owing = owed.length ? [el("h3", { text: `Owed to people on IM (${owed.length})` }), el("ul", {}, owed)] : [];
     if (!data.channels.length) return [head, muted("No channels configured."), ...owing];
     return [head, el("ul", {}, data.channels.map((c) => el("li", {}, `${c.platform} `, el("code", { text: c.adapter_id }),
-      ` (${c.connection_mode}) `, badge(c.status)))), ...owing];
+      ` (${c.connection_mode}) `, badge(c.status), c.note ? ` ${c.note}` : ""))), ...owing];
   },
   briefs(data) {
     const head = el("p", { class: "muted",
