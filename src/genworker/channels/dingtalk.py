@@ -12,7 +12,8 @@ one-to-one chat, "2" a group, where `isInAtList` says the robot was mentioned. R
 from __future__ import annotations
 
 import hmac
-from datetime import UTC
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from genworker.channels.base import Attachment, ChannelMessage, InboundAck, InboundRequest, ReplayKey
@@ -21,7 +22,7 @@ from genworker.channels.errors import ChannelConfigError, VerificationError, hea
 from genworker.channels.registry import ChannelBinding
 from genworker.workspace.models.credentials import DingTalkCredentials
 
-__all__ = ["MAX_SKEW_S", "PLATFORM", "parse", "verify"]
+__all__ = ["MAX_SKEW_S", "PLATFORM", "message_ack", "parse", "verify"]
 
 PLATFORM = "dingtalk"
 MAX_SKEW_S = 3600
@@ -48,7 +49,11 @@ def verify(binding: ChannelBinding, req: InboundRequest) -> ReplayKey:
 
 def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
     replay_key = verify(binding, req)
-    data = json_object(req.body)
+    return replace(message_ack(binding, json_object(req.body), req.received_at), replay_key=replay_key)
+
+
+def message_ack(binding: ChannelBinding, data: dict[str, Any], received_at: datetime) -> InboundAck:
+    """A robot message: a verified callback's body, or the data of a Stream-mode bot message."""
     msg_id, conversation, sender = (
         data.get("msgId"),
         data.get("conversationId"),
@@ -76,13 +81,13 @@ def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
         sender_id=sender,
         sender_name=data.get("senderNick") if isinstance(data.get("senderNick"), str) else None,
         text=text.strip(),
-        received_at=req.received_at.astimezone(UTC).isoformat(),
+        received_at=received_at.astimezone(UTC).isoformat(),
         mentions=tuple(str(u.get("staffId") or u.get("dingtalkId") or "") for u in at_users),
         mentioned_bot=bool(data.get("isInAtList")) if group else True,
         attachments=attachments,
         reply_context=context,
     )
-    return InboundAck(message, replay_key=replay_key)
+    return InboundAck(message)
 
 
 def _content(data: dict[str, Any]) -> tuple[str, tuple[Attachment, ...]]:

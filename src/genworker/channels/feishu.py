@@ -37,7 +37,7 @@ from genworker.channels.errors import (
 from genworker.channels.registry import ChannelBinding
 from genworker.workspace.models.credentials import FeishuCredentials
 
-__all__ = ["PLATFORM", "REPLAY_WINDOW_S", "UNAUTHENTICATED", "parse"]
+__all__ = ["PLATFORM", "REPLAY_WINDOW_S", "UNAUTHENTICATED", "event_ack", "parse"]
 
 log = logging.getLogger("genworker.channels")
 
@@ -70,14 +70,22 @@ def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
     if data.get("schema") != "2.0" or not isinstance(data.get("header"), dict):
         _check_token(data.get("token"), token)  # a 1.0 event still proves itself before we refuse it
         raise malformed("schema", "only event schema 2.0 is supported")
-    head: dict[str, Any] = data["header"]
-    _check_token(head.get("token"), token)
+    _check_token(data["header"].get("token"), token)
+    return event_ack(binding, data, req.received_at)
+
+
+def event_ack(binding: ChannelBinding, data: dict[str, Any], received_at: datetime) -> InboundAck:
+    """A decrypted, authenticated schema 2.0 event: a webhook's after its checks, or one pushed over
+    the app's long connection (authenticated by the app secret when the connection opened)."""
+    head = data.get("header")
+    if data.get("schema") != "2.0" or not isinstance(head, dict):
+        raise malformed("schema", "only event schema 2.0 is supported")
     if head.get("event_type") != MESSAGE_EVENT:
         return InboundAck(note=f"event {head.get('event_type')!r} not handled")
     event = data.get("event")
     if not isinstance(event, dict):
         raise malformed("json", "im.message.receive_v1 without an event object")
-    return InboundAck(_message(binding, event, req.received_at))
+    return InboundAck(_message(binding, event, received_at))
 
 
 def _unauthenticated(check: str) -> VerificationError:

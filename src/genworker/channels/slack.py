@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
@@ -28,7 +29,7 @@ from genworker.channels.errors import ChannelConfigError, VerificationError, hea
 from genworker.channels.registry import ChannelBinding
 from genworker.workspace.models.credentials import SlackCredentials
 
-__all__ = ["PLATFORM", "WINDOW_S", "parse", "verify"]
+__all__ = ["PLATFORM", "WINDOW_S", "event_ack", "interaction_ack", "parse", "slash_ack", "verify"]
 
 PLATFORM = "slack"
 WINDOW_S = 300
@@ -68,7 +69,11 @@ def parse(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
 
 
 def _event(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
-    data = json_object(req.body)
+    return event_ack(binding, json_object(req.body), req.received_at)
+
+
+def event_ack(binding: ChannelBinding, data: dict[str, Any], received_at: datetime) -> InboundAck:
+    """An Events API body (a webhook's, or a Socket Mode `events_api` envelope's payload)."""
     kind = data.get("type")
     if kind == "url_verification":
         challenge = data.get("challenge")
@@ -108,7 +113,7 @@ def _event(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
         chat_type=chat_type,
         sender_id=user,
         text=text.strip(),
-        received_at=_iso(req.received_at),
+        received_at=_iso(received_at),
         thread_id=thread_ts if isinstance(thread_ts, str) else None,
         mentions=mentions,
         mentioned_bot=mentioned,
@@ -145,7 +150,12 @@ def _form(body: bytes) -> dict[str, str]:
 
 
 def _slash(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
-    form = _form(req.body)
+    return slash_ack(binding, _form(req.body), req.received_at)
+
+
+def slash_ack(binding: ChannelBinding, fields: Mapping[str, Any], received_at: datetime) -> InboundAck:
+    """A slash command's fields (a webhook's form, or a Socket Mode `slash_commands` payload)."""
+    form: dict[str, str] = {k: v for k, v in fields.items() if isinstance(v, str)}
     command, text = form.get("command", "").strip(), form.get("text", "").strip()
     user, channel, trigger = form.get("user_id"), form.get("channel_id"), form.get("trigger_id")
     if not (command and user and channel and trigger):
@@ -166,7 +176,7 @@ def _slash(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
         sender_id=user,
         sender_name=form.get("user_name"),
         text=text,
-        received_at=_iso(req.received_at),
+        received_at=_iso(received_at),
         mentioned_bot=True,  # a slash command is addressed to the app
         reply_context={"channel": channel, "response_url": form.get("response_url", "")},
     )
@@ -175,6 +185,11 @@ def _slash(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
 
 def _interaction(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
     payload = json_object(_form(req.body).get("payload", "").encode("utf-8"), "payload field")
+    return interaction_ack(binding, payload, req.received_at)
+
+
+def interaction_ack(binding: ChannelBinding, payload: dict[str, Any], received_at: datetime) -> InboundAck:
+    """An interaction payload (a webhook's `payload` field, or a Socket Mode `interactive` payload)."""
     if payload.get("type") != "block_actions":
         return InboundAck(body=b"", media_type="text/plain", note=f"interaction {payload.get('type')!r} not handled")
     actions = payload.get("actions") or []
@@ -197,7 +212,7 @@ def _interaction(binding: ChannelBinding, req: InboundRequest) -> InboundAck:
         chat_type="p2p" if channel.startswith("D") else "group",
         sender_id=user,
         text=f"/{match.group(1)} {match.group(2)}",
-        received_at=_iso(req.received_at),
+        received_at=_iso(received_at),
         mentioned_bot=True,
         reply_context={"channel": channel, "ts": message_ts, "response_url": str(payload.get("response_url") or "")},
     )
