@@ -35,7 +35,7 @@ from genworker.autonomy.command_backend import AutonomyCommandBackend
 from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
 from genworker.autonomy.goals import GoalAggregate, GoalProgressChecker, GoalProgressProjector
 from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
-from genworker.autonomy.heartbeat import HeartbeatService, heartbeat_settings
+from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
 from genworker.autonomy.sensing import SensorRegistry
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
@@ -44,8 +44,9 @@ from genworker.autonomy.waiting.replies import ChannelReplies
 from genworker.autonomy.waiting.resume import registry_policy, resume_through, scan_interval, timeout_to_brief
 from genworker.autonomy.waiting.runs import cancel_parked, park_run
 from genworker.channels.email import EmailPolling
-from genworker.channels.ingest import Channels
-from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
+from genworker.channels.ingest import Channels, redelivery_policy
+from genworker.channels.outbound import ChannelDelivery, Outbox, VendorEndpoints
+from genworker.channels.outbound.outbox import outbox_events
 from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
@@ -107,6 +108,7 @@ class Runtime:
     lifecycle: LifecycleJobs | None = None
     command_backend: AutonomyCommandBackend | None = None  # the IM commands' backend (channels)
     channel_replier: ChannelDelivery | None = None  # outbound replies and proactive sends (channels.outbound)
+    outbox: Outbox | None = None  # proactive sends once per key, re-sent until delivered (channels.outbound)
     briefs: BriefService | None = None  # interruption budget + scheduled briefs
     waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
     aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
@@ -146,6 +148,7 @@ class Runtime:
         self.channel_replier = ChannelDelivery(
             ChannelRegistry(self.registry), endpoints=VendorEndpoints.from_settings(self.settings.get)
         )
+        await self._start_outbox(self.channel_replier, self.leases)
         # channels: verified IM webhooks -> dedupe -> durable journal -> processor (genworker.channels)
         from genworker.channels.ingest import build_channels, stop_with
 
@@ -231,6 +234,8 @@ class Runtime:
         if orphans:
             log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
         await self.tools.undo.recover(alive=leases.alive)
+        if self.outbox is not None:
+            await self.outbox.recover(alive=leases.alive)
         if self.waiting is not None:
             workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
             await self.waiting.recover(workers, leases.alive, at_start=False)
@@ -333,6 +338,22 @@ class Runtime:
             lone = (lambda: turns_running() == 1) if inline else (lambda: False)
             opened = partial(JournaledFiles, root, interval_s=interval, sync_here=lone)
             self.files = await asyncio.to_thread(opened)
+
+    async def _start_outbox(self, delivery: ChannelDelivery, leases: InstanceLeases) -> None:
+        """Proactive sends (send_message / send_email, heartbeat notices to the owner) go out once per
+        key and are re-sent on the channels' schedule; what a stopped process left is picked up."""
+        policy = redelivery_policy(self.settings.number)
+        self.outbox = Outbox(self.registry.root, delivery.send_to, policy, owner=leases.instance_id)
+        if self.bus is not None:
+            self.outbox.announce = outbox_events(self.bus)
+        await self.outbox.start(alive=leases.alive)
+        self._tasks.append(asyncio.create_task(_after(self._stop, self.outbox.stop), name="outbox"))
+        bindings = delivery.channels.bindings
+        self.tools.messaging.outbox = self.outbox
+        self.tools.messaging.worker = self.tools.mailbox.worker = self.registry.worker
+        self.tools.messaging.bindings = bindings
+        if self.heartbeat is not None and self.briefs is not None:
+            self.heartbeat.runner.notify_owner = OwnerNotices(self.briefs, self.outbox, bindings)
 
     def _connect_briefs(self, briefs: BriefService) -> None:
         """Briefs go out through the channels; their confirmation and suggestion sections read the

@@ -22,6 +22,8 @@ from genworker.tools.base import Tool, ToolCall
 from genworker.tools.builtin import builtin_tools
 from genworker.tools.builtin.bash import bash_execute_tool
 from genworker.tools.builtin.execute_code import execute_code_tool
+from genworker.tools.builtin.mailbox import MailboxSlot, mailbox_tools
+from genworker.tools.builtin.messaging import MessagingSlot, messaging_tools
 from genworker.tools.builtin.waiting import WaitSlot, wait_for_event_tool
 from genworker.tools.context import Posture, ToolScope
 from genworker.tools.effects import EffectResolver, EffectTable
@@ -86,6 +88,8 @@ class ToolRuntime:
         self.undo = UndoWindow(workspace_root, release=self.release, max_late_s=undo_max_late_s)
         self.workers = workers  # how a released call finds its tenant and worker
         self.waits = WaitSlot()  # wait_for_event parks runs here; the composition fills it
+        self.messaging = MessagingSlot()  # send_message / send_email send through the outbox set here
+        self.mailbox = MailboxSlot()  # email_search / email_list_folders find the worker's account here
         self._workers: dict[tuple[str, str], WorkerTools] = {}
 
     def worker_dir(self, worker: Worker) -> Path:
@@ -93,7 +97,14 @@ class ToolRuntime:
 
     def builtin(self) -> list[Tool]:
         """The builtin tools every worker's pipeline has (execute_code unbound: names only)."""
-        return [*builtin_tools(), bash_execute_tool(), execute_code_tool(ToolPipeline), wait_for_event_tool(self.waits)]
+        return [
+            *builtin_tools(),
+            bash_execute_tool(),
+            execute_code_tool(ToolPipeline),
+            wait_for_event_tool(self.waits),
+            *messaging_tools(self.messaging),
+            *mailbox_tools(self.mailbox),
+        ]
 
     def pipeline_for(self, worker: Worker) -> ToolPipeline:
         return self._tools(worker).pipeline
@@ -109,6 +120,8 @@ class ToolRuntime:
             )
             pipeline.register(bash_execute_tool())
             pipeline.register(wait_for_event_tool(self.waits))
+            for tool in (*messaging_tools(self.messaging), *mailbox_tools(self.mailbox)):
+                pipeline.register(tool)
             pipeline.register(execute_code_tool(lambda: pipeline))  # its tool calls come back through here
             for script in self.script_tools(pipeline):
                 pipeline.register(script)

@@ -46,6 +46,7 @@ from genworker.autonomy.heartbeat.meta import (
     TaskRef,
     meta_json,
 )
+from genworker.autonomy.heartbeat.notice import AttentionReport, NotifyOwner, OwnerNotices, report_priority
 from genworker.autonomy.heartbeat.outcomes import (
     HeartbeatReport,
     ItemResult,
@@ -90,6 +91,7 @@ __all__ = [
     "Admitted",
     "AlreadySeen",
     "AttentionLedger",
+    "AttentionReport",
     "Decision",
     "DefaultHeartbeatStrategy",
     "Dismiss",
@@ -110,7 +112,9 @@ __all__ = [
     "MainSessionHeartbeat",
     "NeedsAttention",
     "NothingToReport",
+    "NotifyOwner",
     "OpenConcern",
+    "OwnerNotices",
     "ParsedAnswer",
     "Reported",
     "RunIsolated",
@@ -129,5 +133,6 @@ __all__ = [
     "job_id",
     "meta_json",
     "parse_answer",
+    "report_priority",
     "roll_up",
 ]

@@ -28,6 +28,7 @@ class Reported:
 
     message: str
     run_id: str
+    delivery: str | None = None  # how it reached the owner: "sent: …", "briefed: <reason>"; None: not taken
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +63,9 @@ def summary_json(summary: SummaryOutcome | None) -> dict[str, Any] | None:
     match summary:
         case None:
             return None
-        case Reported(message=message, run_id=run_id):
-            return {"outcome": "reported", "message": message, "run_id": run_id}
+        case Reported(message=message, run_id=run_id, delivery=delivery):
+            taken = {"delivery": delivery} if delivery is not None else {}
+            return {"outcome": "reported", "message": message, "run_id": run_id, **taken}
         case Silent(run_id=run_id):
             return {"outcome": "silent", "run_id": run_id}
         case SummaryFailed(error=error, retry=retry, run_id=run_id):

@@ -43,6 +43,7 @@ from genworker.autonomy.heartbeat.meta import (
     RunKind,
     TaskRef,
 )
+from genworker.autonomy.heartbeat.notice import AttentionReport, NotifyOwner, report_priority
 from genworker.autonomy.heartbeat.outcomes import (
     HeartbeatReport,
     ItemAction,
@@ -124,6 +125,7 @@ class HeartbeatRunner:
         self.main = main or MainSessionHeartbeat(router.sessions)
         self.strategy: HeartbeatStrategy = strategy or DefaultHeartbeatStrategy()
         self.bus = bus
+        self.notify_owner: NotifyOwner | None = None  # reports that need attention go to the owner (composition)
         self.clock = clock
         self.owner = owner or f"heartbeat-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -258,11 +260,24 @@ class HeartbeatRunner:
                 stored = await self.main.say(worker.tenant_id, worker.worker_id, message, run_id=run_id, now=now)
                 item_ids = [c.item.item_id for c in claims]
                 await self._publish(TOPIC_REPORTED, worker, message=stored, run_id=run_id, item_ids=item_ids)
-                return Reported(stored, run_id)
+                report = AttentionReport(stored, run_id, tuple(item_ids), report_priority(items))
+                return Reported(stored, run_id, await self._notify_owner(worker, report))
             case Unreadable(error=error):
                 return SummaryFailed(error, retry=True, run_id=run_id)
             case _:
                 assert_never(answer)
+
+    async def _notify_owner(self, worker: Worker, report: AttentionReport) -> str | None:
+        """Take the report to the owner (or into the brief); never fails the heartbeat: the report
+        is in the main session and on the bus whatever happens here."""
+        if self.notify_owner is None:
+            return None
+        try:
+            return await self.notify_owner(worker, report)
+        except Exception as exc:
+            log.exception("[Heartbeat] %s/%s: the owner was not notified of run %s",
+                          worker.tenant_id, worker.worker_id, report.run_id)  # fmt: skip
+            return f"failed: {type(exc).__name__}: {exc}"
 
     async def _settle_summary(
         self, worker: Worker, summarised: Sequence[tuple[_Claim, Summarize]], summary: SummaryOutcome

@@ -38,6 +38,7 @@ from typing import Any, Final, Literal, get_args
 from genworker.channels.base import ChatType, DeliveryResult, OutboundFormat, OutboundMessage
 from genworker.channels.outbound.platform import Target
 from genworker.channels.redelivery import DueTimes, RedeliveryPolicy
+from genworker.events import EventBus, new_event
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 
@@ -50,6 +51,7 @@ __all__ = [
     "OutboxState",
     "Recipient",
     "Transport",
+    "outbox_events",
 ]
 
 log = logging.getLogger("genworker.channels")
@@ -473,3 +475,29 @@ def _is_alive(sender: str | None, me: str, alive: Callable[[str], bool] | None) 
     if sender == me:
         return True  # this process is sending it right now
     return alive is not None and alive(sender)  # None: at start-up, every other process is gone
+
+
+def outbox_events(bus: EventBus) -> Announce:
+    """The outbox's announcer: `outbox.{state}` (sent, retrying, given_up, failed, outcome_unknown)."""
+
+    async def announce(entry: OutboxEntry) -> None:
+        payload = {
+            "outbox_id": entry.entry_id,
+            "key": entry.key,
+            "state": entry.state,
+            "run_id": entry.origin.get("run_id"),
+            "to": [r.describe() for r in entry.recipients],
+            "delivered_to": entry.delivered_to,
+            "attempts": entry.attempts,
+            "last_error": entry.last_error,
+        }
+        event = new_event(
+            f"outbox.{entry.state}",
+            source="outbox",
+            tenant_id=entry.tenant_id,
+            worker_id=entry.worker_id,
+            payload=payload,
+        )
+        await bus.publish(event)
+
+    return announce
