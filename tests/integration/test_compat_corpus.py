@@ -180,7 +180,6 @@ def test_credentials_know_every_upstream_key(full: tuple[Path, WorkspaceRegistry
 # -- upstream_full: duties -----------------------------------------------------------------------
 
 
-@WIP
 def test_duty_execution_depth(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -195,7 +194,6 @@ def test_duty_execution_depth(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert duties["weekly-report"].execution_policy.default == "quick"
 
 
-@WIP
 def test_duty_triggers(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -213,7 +211,6 @@ def test_duty_triggers(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert followup["everything"].source == "*"
 
 
-@WIP
 def test_duty_skills_escalation_retention_status(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -228,7 +225,6 @@ def test_duty_skills_escalation_retention_status(full: tuple[Path, WorkspaceRegi
     assert duties["weekly-report"].status == "closed"
 
 
-@WIP
 def test_duty_pre_scripts(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     duties = _worker(registry, "acme", "analyst").duties
@@ -385,7 +381,6 @@ def test_contacts(full: tuple[Path, WorkspaceRegistry]) -> None:
 # -- seed_style -----------------------------------------------------------------------------------
 
 
-@WIP
 def test_seed_duties_defaults_contract_and_depth(seed: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = seed
     duties = _worker(registry, "demo", "assistant").duties
@@ -470,7 +465,6 @@ def test_lenient_persona(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     assert "tool_policy.mode" in issues and "monitor_configs" in issues  # the duplicate email sensor
 
 
-@WIP
 def test_lenient_duties(lenient: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = lenient
     duties = _worker(registry, "lenient", "legacy").duties
