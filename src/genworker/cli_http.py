@@ -113,7 +113,7 @@ class Remote:
                 if response.status_code >= 400:
                     response.read()
                     raise _api_error(response.status_code, response.text)
-                yield response.headers, _sse(response.iter_lines())
+                yield response.headers, _sse(_lines(response.iter_text()))
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from None
 
@@ -133,6 +133,18 @@ def _api_error(status: int, text: str) -> CliError:
         return CliError(f"server error {status}: {redact_text(text.strip()[:200]) or 'no body'}")
     hint = " (check --api-key / GENWORKER_API_KEY)" if status == 401 else ""
     return CliError(f"{code} ({status}): {message}{hint}")
+
+
+def _lines(chunks: Iterator[str]) -> Iterator[str]:
+    """The stream's lines. Not httpx's `iter_lines`: it splits like `str.splitlines`, also on U+2028
+    and U+0085, which an event's JSON holds unescaped."""
+    pending = ""
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split("\n")
+        for line in lines:
+            yield line.removesuffix("\r")
+    if pending:
+        yield pending.removesuffix("\r")
 
 
 def _sse(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

@@ -97,6 +97,17 @@ def test_task_streams_the_answer_and_shows_tool_calls_then_runs_list_and_show(
     assert newest[0] == summary["run_id"] and re.fullmatch(MOMENT, newest[2]) and re.fullmatch(MOMENT, newest[3])
 
 
+def test_an_answer_holding_line_separators_streams_whole(
+    tmp_path: Path, workspace: Path, api_key: str, model_server: ScriptedModelServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    model_server.expect(Reply("one\u2028two\u0085three\u2029four"))
+    with serve(tmp_path, workspace, model_server) as server:
+        code, out, err = cli(capsys, server, api_key, "task", "alice", "Say it", "--json")
+    assert code == 0, err
+    assert json.loads(out)["output"] == "one\u2028two\u0085three\u2029four"
+
+
 def test_chat_keeps_the_thread_across_messages(
     tmp_path: Path, workspace: Path, api_key: str, model_server: ScriptedModelServer,
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
