@@ -29,7 +29,9 @@ __all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply", "loo
 def loopback_listener() -> socket.socket:
     """A socket already listening on a free loopback port, to hand to `uvicorn.Server.run(sockets=…)`:
     no window in which the port is free for someone else or refuses connections."""
-    sock = socket.socket()
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say they are TCP, and without it
+    # each answer on a kept-alive connection waits ~40 ms for the client's delayed ACK
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
