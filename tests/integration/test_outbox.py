@@ -14,8 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from genworker.channels.outbound import ChannelDelivery, Outbox, OutboxEntry, OutboxError, OutboxMessage, Recipient
-from genworker.channels.outbound import RetryPolicy, VendorEndpoints
+from genworker.channels.outbound import (
+    ChannelDelivery,
+    Outbox,
+    OutboxEntry,
+    OutboxError,
+    OutboxMessage,
+    Recipient,
+    RetryPolicy,
+    VendorEndpoints,
+)
 from genworker.channels.redelivery import DueTimes, RedeliveryPolicy
 from genworker.channels.registry import ChannelRegistry
 from genworker.testing.live_server import LiveServer
