@@ -169,8 +169,8 @@ async def test_unknown_ids_and_invalid_edits_name_what_is_wrong(root: Path) -> N
         await goals.set_milestone("acme", "alice", "launch", "nope", status="done")
     with pytest.raises(GoalTransitionError, match="task status"):
         await goals.set_task("acme", "alice", "launch", "api", "finished")  # type: ignore[arg-type]
-    goal_file(root).write_text(GOAL.replace("            title: The UI\n", ""), encoding="utf-8")  # now invalid
-    with pytest.raises(GoalFileError, match=r"goals/launch\.md.*title"):
+    goal_file(root).write_text(GOAL.replace("status: in_progress", "status: finished"), encoding="utf-8")  # invalid
+    with pytest.raises(GoalFileError, match=r"goals/launch\.md.*status"):
         await goals.move("acme", "alice", "launch", "pause")
     goal_file(root).write_text(GOAL.replace("goal_id: launch", "goal_id: [launch"), encoding="utf-8")
     with pytest.raises(GoalFileError, match=r"goals/launch\.md: invalid YAML"):

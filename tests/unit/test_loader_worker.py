@@ -52,12 +52,12 @@ def test_all_errors_of_a_worker_are_reported_together(ws) -> None:
     ws.persona()
     ws.duty("one", "triggers:\n  - id: t\n    type: schedule\n")
     ws.duty("two", "status: [sleeping]\n")
-    ws.write("tenants/acme/workers/w/goals/g.md", "---\ngoal_id: g\n---\n")
+    ws.write("tenants/acme/workers/w/goals/g.md", "---\ngoal_id: g\npriority: urgent\n---\n")
     errors = ws.worker_errors()
     assert {(e.file.rsplit("/", 1)[-1], e.field) for e in errors} == {
         ("one.md", "triggers[0]"),
         ("two.md", "status"),
-        ("g.md", "title"),
+        ("g.md", "priority"),
     }
 
 

@@ -50,6 +50,7 @@ from genworker.worker.task import (
     ToolCallRecord,
 )
 from genworker.workspace.models.depth import DEFAULT_DEPTH
+from genworker.workspace.models.duty import PreScript
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.write_journal import DIRECT, DurableFiles, Written
@@ -276,7 +277,7 @@ class WorkerRouter:
             recorded=written.durable,  # no tool acts before the run record is on disk
         )
         task_text = req.text
-        pre_script = outcome.duty.pre_script if outcome.duty is not None else None
+        pre_script = _pre_script(worker, outcome, manifest.provenance.goal_id)
         if pre_script is not None:  # run once, before the engine; its output joins the task text
             await written.durable()
             try:
@@ -577,6 +578,14 @@ def _with_context(req: EngineRequest, context: ManagedContext) -> EngineRequest:
         req.run_id, req.skill, context.task, req.scope, system, tuple(context.history), req.purpose, req.resume,
         req.budget,
     )  # fmt: skip
+
+
+def _pre_script(worker: Worker, outcome: GovernanceOutcome, goal_id: str | None) -> PreScript | None:
+    """The duty's pre_script; for work a goal starts without one, the goal's `default_pre_script`."""
+    if outcome.duty is not None and outcome.duty.pre_script is not None:
+        return outcome.duty.pre_script
+    goal = worker.goals.get(goal_id) if goal_id else None
+    return goal.default_pre_script if goal is not None else None
 
 
 def _runs_in(session: ConversationSession | None) -> tuple[str, ...]:

@@ -182,8 +182,7 @@ def _check_references(
             issues.warn(rel, f"{unknown} are not skills of this worker (ignored)", "preferred_skill_ids")
     for goal in goals.values():
         rel = files[f"goal:{goal.goal_id}"]
-        preferred: tuple[str, ...] = getattr(goal, "preferred_skill_ids", ())
-        unknown = [s for s in preferred if s not in skills]
+        unknown = [s for s in goal.preferred_skill_ids if s not in skills]
         if unknown:
             issues.warn(rel, f"{unknown} are not skills of this worker (ignored)", "preferred_skill_ids")
         missing = [d for d in goal.referenced_duties() if d not in duties]

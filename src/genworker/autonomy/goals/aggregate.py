@@ -12,6 +12,10 @@ Status moves::
     pending_approval ─approve─▶ active ◀─resume── paused
            └──reject─▶ rejected   │ └──pause──▶──┘
     active | paused ─complete─▶ completed;   anything ─archive─▶ archived
+
+Files in upstream genworker's spelling stay in it: a goal `abandoned` is archived, and a file
+whose tasks or milestones say `completed` (upstream's `done`) gets `completed` when a command
+marks something done.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from genworker.events import EventBus, EventBusError, new_event
 from genworker.fsutil import file_lock
 from genworker.ids import safe_join, validate_id
 from genworker.workspace.models import Goal, GoalStatus
-from genworker.workspace.models.goal import TaskStatus
+from genworker.workspace.models.goal import DONE_STATUSES, TaskStatus, is_done
 
 __all__ = ["GOAL_UPDATED", "GoalAggregate", "GoalChange", "MilestoneStatus"]
 
@@ -49,7 +53,8 @@ _MOVES: Final[dict[str, tuple[frozenset[GoalStatus], GoalStatus]]] = {
     "complete": (frozenset({GoalStatus.ACTIVE, GoalStatus.PAUSED}), GoalStatus.COMPLETED),
     "archive": (frozenset(GoalStatus) - {GoalStatus.ARCHIVED}, GoalStatus.ARCHIVED),
 }
-_CLOSED: Final = frozenset({"done", "cancelled"})
+_CLOSED: Final = DONE_STATUSES | {"cancelled"}
+_UPSTREAM_GOAL_STATUS: Final = {"abandoned": GoalStatus.ARCHIVED}
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +133,8 @@ class GoalAggregate:
         allowed, target = _MOVES[command]
 
         def mutate(data: Any) -> None:
-            current = GoalStatus(str(data.get("status", GoalStatus.ACTIVE.value)))
+            raw = str(data.get("status", GoalStatus.ACTIVE.value))
+            current = _UPSTREAM_GOAL_STATUS.get(raw) or GoalStatus(raw)
             if current == target:
                 return
             if current not in allowed:
@@ -155,8 +161,8 @@ class GoalAggregate:
             milestone = _find(data.get("milestones") or [], milestone_id)
             if milestone is None:
                 raise GoalNotFound(tenant_id, worker_id, f"{goal_id}/{milestone_id}", "milestone")
-            if status is not None and milestone.get("status", "pending") != status:
-                milestone["status"] = status
+            if status is not None and not _same(milestone.get("status", "pending"), status):
+                milestone["status"] = _spelled(data, status)
             if deadline is not None and milestone.get("deadline") != deadline:
                 milestone["deadline"] = deadline
 
@@ -174,8 +180,8 @@ class GoalAggregate:
             task = _find(_tasks(data), task_id)
             if task is None:
                 raise GoalNotFound(tenant_id, worker_id, f"{goal_id}/{task_id}", "goal task")
-            if task.get("status", "pending") != status:
-                task["status"] = status
+            if not _same(task.get("status", "pending"), status):
+                task["status"] = _spelled(data, status)
             derive_progress(data)
 
         return await self._edit(tenant_id, worker_id, goal_id, "task", mutate, by=by)
@@ -235,7 +241,7 @@ class GoalAggregate:
 
 def _find(items: Any, item_id: str) -> Any:
     for item in items:
-        if hasattr(item, "get") and item.get("id") == item_id:
+        if hasattr(item, "get") and str(item.get("id")) == item_id:  # upstream's ids may be numbers
             return item
     return None
 
@@ -244,13 +250,27 @@ def _tasks(data: Any) -> list[Any]:
     return [t for m in data.get("milestones") or [] for t in (m.get("tasks") or [])]
 
 
+def _uses_completed(data: Any) -> bool:
+    """Whether the file spells done the upstream way (`completed`)."""
+    statuses = [m.get("status") for m in data.get("milestones") or []] + [t.get("status") for t in _tasks(data)]
+    return "completed" in statuses
+
+
+def _spelled(data: Any, status: str) -> str:
+    return "completed" if status == "done" and _uses_completed(data) else status
+
+
+def _same(current: object, status: str) -> bool:
+    return current == status or (is_done(current) and is_done(status))
+
+
 def derive_progress(data: Any) -> None:
     """Blocked/pending from the blockers, then each milestone's status from its tasks (only forward)."""
     tasks = _tasks(data)
-    done = {t.get("id") for t in tasks if t.get("status") == "done"}
+    done = {str(t.get("id")) for t in tasks if is_done(t.get("status"))}
     for task in tasks:
         status = task.get("status", "pending")
-        open_blockers = [b for b in task.get("blocked_by") or [] if b not in done]
+        open_blockers = [b for b in task.get("blocked_by") or [] if str(b) not in done]
         if status == "pending" and open_blockers:
             task["status"] = "blocked"
         elif status == "blocked" and not open_blockers and task.get("blocked_by"):
@@ -260,7 +280,7 @@ def derive_progress(data: Any) -> None:
         statuses = [t.get("status", "pending") for t in milestone.get("tasks") or []]
         if current in _CLOSED or not statuses:
             continue
-        if all(s in _CLOSED for s in statuses) and "done" in statuses:
-            milestone["status"] = "done"
-        elif current == "pending" and any(s in ("in_progress", "done") for s in statuses):
+        if all(s in _CLOSED for s in statuses) and any(is_done(s) for s in statuses):
+            milestone["status"] = _spelled(data, "done")
+        elif current == "pending" and any(s == "in_progress" or is_done(s) for s in statuses):
             milestone["status"] = "in_progress"

@@ -58,11 +58,16 @@ class EditResult:
 
 def split_goal_text(text: str, rel: str) -> GoalText:
     lines = text.splitlines(keepends=True)
-    if not lines or lines[0].lstrip("\ufeff").rstrip() != "---":
+    start = 0  # blank lines before the opening '---' are fine, as the loader reads them
+    while start < len(lines) - 1 and not lines[start].lstrip("\ufeff").strip():
+        start += 1
+    if not lines or lines[start].lstrip("\ufeff").rstrip() != "---":
         raise GoalFileError(rel, "missing YAML front matter (a '---' block at the top)")
-    for i in range(1, len(lines)):
+    for i in range(start + 1, len(lines)):
         if lines[i].rstrip() == "---":
-            return GoalText(lines[0], "".join(lines[1:i]), lines[i], "".join(lines[i + 1 :]))
+            return GoalText(
+                "".join(lines[: start + 1]), "".join(lines[start + 1 : i]), lines[i], "".join(lines[i + 1 :])
+            )
     raise GoalFileError(rel, "front matter is not closed: end it with a '---' line")
 
 
@@ -75,7 +80,7 @@ def parse_goal_text(text: str, rel: str) -> Goal:
         raise GoalFileError(rel, f"invalid YAML: {exc}") from None
     if not isinstance(data, dict):
         raise GoalFileError(rel, f"front matter must be a mapping, got {type(data).__name__}")
-    doc = Document(rel, data, parts.body.strip(), parts.front, 1)
+    doc = Document(rel, data, parts.body.strip(), parts.front, parts.head.count("\n"))
     try:
         goal, _ = validate(Goal, doc, {**data, "body": doc.body})
     except WorkspaceError as exc:
@@ -91,6 +96,8 @@ def read_goal_id(path: Path) -> str | None:
     except (OSError, UnicodeDecodeError, GoalFileError, yaml.YAMLError):
         return None
     value = data.get("goal_id") if isinstance(data, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool):  # upstream ids may be numbers
+        return str(value)
     return value if isinstance(value, str) else None
 
 

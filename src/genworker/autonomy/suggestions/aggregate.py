@@ -5,7 +5,9 @@
 - ``rule``: a learned rule waits here as a *proposed* suggestion and has no effect; approving
   writes ``rules/learned/{rule_id}.md`` with ``status: active``;
 - ``goal_completion``: completes the goal through the GoalAggregate;
-- ``duty_drift``: recorded as acknowledged (a person reviews the duty; nothing is changed for them).
+- ``duty_drift``: recorded as acknowledged (a person reviews the duty; nothing is changed for them);
+- ``duty``: writes ``duties/{duty_id}.md`` (refused if that file exists): a duty that keeps a
+  completed goal's result (a goal with ``on_complete: create_duty``), manual and propose-only.
 
 Deciding holds the suggestion's lock, so two people approving at once apply it once; the second
 gets SuggestionDecided. A failed apply leaves the suggestion pending with the error raised.
@@ -24,10 +26,10 @@ from genworker.autonomy.goals import GoalAggregate
 from genworker.autonomy.suggestions.store import Suggestion, SuggestionDecided, SuggestionStore
 from genworker.fsutil import create_exclusive
 from genworker.ids import safe_join, validate_id
-from genworker.workspace.models import Rule
+from genworker.workspace.models import DutySpec, Rule
 from genworker.workspace.models.skill import SKILL_NAME, SkillSpec
 
-__all__ = ["SuggestionAggregate", "render_rule", "render_skill"]
+__all__ = ["SuggestionAggregate", "render_duty", "render_rule", "render_skill"]
 
 log = logging.getLogger("genworker.suggestions")
 
@@ -56,6 +58,24 @@ def render_rule(rule_id: str, title: str, text: str, confidence: float, source: 
     except ValidationError as exc:
         raise ValueError(f"rules/learned/{rule_id}.md would be invalid: {exc}") from None
     return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + text.strip() + "\n"
+
+
+def render_duty(duty_id: str, title: str, action: str, goal_id: str) -> str:
+    """A duty that keeps a completed goal's result: started by hand and proposing only, until a
+    person gives it a schedule and a posture."""
+    front = {
+        "duty_id": duty_id,
+        "title": title,
+        "status": "active",
+        "triggers": [{"id": "manual", "type": "manual"}],
+        "posture": {"default": "propose"},
+        "quality_criteria": [f"The result of goal {goal_id} still holds, or the report says what drifted"],
+    }
+    try:
+        DutySpec.model_validate({**front, "action": action})
+    except ValidationError as exc:
+        raise ValueError(f"duties/{duty_id}.md would be invalid: {exc}") from None
+    return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + action.strip() + "\n"
 
 
 class SuggestionAggregate:
@@ -109,5 +129,12 @@ class SuggestionAggregate:
             case "goal_completion":
                 change = self.goals.move_now(s.tenant_id, s.worker_id, str(p["goal_id"]), "complete")
                 return f"goal {change.goal.goal_id} is {change.goal.status.value}"
+            case "duty":
+                duty_id = validate_id(str(p["duty_id"]), "duty id")
+                text = render_duty(duty_id, str(p["title"]), str(p["action"]), str(p["goal_id"]))
+                path = self._worker_dir(s) / "duties" / f"{duty_id}.md"
+                if not create_exclusive(path, text.encode("utf-8")):
+                    raise ValueError(f"duty {duty_id!r} already exists at {path.relative_to(self.root)}")
+                return path.relative_to(self.root).as_posix()
             case "duty_drift":
                 return f"acknowledged: review duty {p.get('duty_id')}"

@@ -3,6 +3,8 @@
 - repeated task: the same request (case, digits and spacing ignored) completed at least
   `repeat_threshold` times without a duty or skill behind it → suggest a skill for it;
 - goal completion: an active goal whose tasks are all done → suggest completing the goal;
+- goal follow-up: a completed goal with `on_complete: create_duty` → suggest a duty that keeps its
+  result (upstream drafts one with a model; this is a template a person adjusts);
 - duty drift: a duty whose last `drift_window` runs failed at least half the time → suggest a review;
 - rule → skill crystallisation: an active learned rule with confidence ≥ `crystallize_confidence`
   → suggest a skill that carries it (the rule itself stays as it is).
@@ -83,6 +85,7 @@ class SuggestionDetectors:
         found = [
             *self._repeated(worker, requests, len(runs)),
             *self._goal_completion(worker),
+            *self._goal_follow_up(worker),
             *self._duty_drift(worker, runs),
             *self._crystallize(worker),
         ]
@@ -140,6 +143,33 @@ class SuggestionDetectors:
                     f"goal:{goal.goal_id}",
                     "goal_completion",
                     {"goal_id": goal.goal_id},
+                )
+            )
+        return out
+
+    def _goal_follow_up(self, worker: Worker) -> list[Suggestion | None]:
+        out: list[Suggestion | None] = []
+        for goal in self.goals.goals(worker.tenant_id, worker.worker_id):
+            if goal.status != GoalStatus.COMPLETED or goal.on_complete != "create_duty":
+                continue
+            duty_id = f"keep-{goal.goal_id}"[:128]
+            if duty_id in worker.duties:
+                continue
+            action = (
+                f"Goal {goal.goal_id!r} ({goal.title}) is completed. Check that its result still holds"
+                + (f" (milestones: {', '.join(m.title or m.id for m in goal.milestones)})" if goal.milestones else "")
+                + ", and report anything that drifted with what to do about it."
+            )
+            out.append(
+                self.store.create(
+                    worker.tenant_id,
+                    worker.worker_id,
+                    "duty",
+                    f"Create a duty that keeps the result of goal {goal.goal_id!r}",
+                    f"The goal asks for one when it completes (on_complete: create_duty): duties/{duty_id}.md.",
+                    f"goal_follow_up:{goal.goal_id}",
+                    "goal_on_complete",
+                    {"duty_id": duty_id, "goal_id": goal.goal_id, "title": f"Keep: {goal.title}", "action": action},
                 )
             )
         return out
