@@ -24,6 +24,8 @@ __all__ = [
     "COMPONENT_STATUS",
     "CONTENT_TYPE",
     "INBOX_ITEMS",
+    "LONG_CONNECTIONS",
+    "LONG_CONNECTION_LAST_EVENT",
     "READY",
     "REGISTRY",
     "SCRAPE_TIME_GAUGES",
@@ -35,6 +37,7 @@ __all__ = [
     "record_gate_result",
     "record_heartbeat",
     "record_llm_call",
+    "record_long_connection_reconnect",
     "record_run_state",
     "record_tool_call",
     "record_waiting_plan",
@@ -99,6 +102,12 @@ WEBHOOK_VERIFICATION_FAILURES = Counter(
     ["platform", "check"],
     registry=REGISTRY,
 )
+LONG_CONNECTION_RECONNECTS = Counter(
+    "genworker_channel_long_connection_reconnects",
+    "IM long connections (Slack Socket Mode, Feishu/Lark, DingTalk Stream) made again after one was lost.",
+    ["platform"],
+    registry=REGISTRY,
+)
 HEARTBEATS = Counter(
     "genworker_heartbeat_runs", "Heartbeat ticks by outcome (ran, silent, failed).", ["outcome"], registry=REGISTRY
 )
@@ -150,6 +159,10 @@ def record_webhook_verification_failure(platform: str, check: str) -> None:
     WEBHOOK_VERIFICATION_FAILURES.labels(platform=platform, check=check).inc()
 
 
+def record_long_connection_reconnect(platform: str) -> None:
+    LONG_CONNECTION_RECONNECTS.labels(platform=platform).inc()
+
+
 def record_heartbeat(outcome: str) -> None:
     if outcome not in _HEARTBEAT_OUTCOMES:
         raise ValueError(f"heartbeat outcome {outcome!r}: expected one of {', '.join(sorted(_HEARTBEAT_OUTCOMES))}")
@@ -173,9 +186,13 @@ WORKERS = "genworker_workers"
 COMPONENT_STATUS = "genworker_component_status"
 READY = "genworker_ready"
 CHANNEL_UNDELIVERED = "genworker_channel_replies_undelivered"  # from the channel processor
+LONG_CONNECTIONS = "genworker_channel_long_connections"  # from the long connections' states
+LONG_CONNECTION_LAST_EVENT = "genworker_channel_long_connection_last_event_timestamp_seconds"
 SCRAPE_TIME_GAUGES: dict[str, tuple[str, ...]] = {  # name: label names
     INBOX_ITEMS: ("state",),
     CHANNEL_UNDELIVERED: ("state", "platform"),
+    LONG_CONNECTIONS: ("platform", "status"),
+    LONG_CONNECTION_LAST_EVENT: ("platform",),
     WORKERS: ("status",),
     COMPONENT_STATUS: ("component", "status"),
     READY: (),

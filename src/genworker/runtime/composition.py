@@ -45,6 +45,7 @@ from genworker.autonomy.waiting.resume import registry_policy, resume_through, s
 from genworker.autonomy.waiting.runs import cancel_parked, park_run
 from genworker.channels.email import EmailPolling
 from genworker.channels.ingest import Channels, redelivery_policy
+from genworker.channels.longconn import LongConnections, build_long_connections, stop_long_connections
 from genworker.channels.outbound import ChannelDelivery, Outbox, VendorEndpoints
 from genworker.channels.outbound.outbox import outbox_events
 from genworker.channels.registry import ChannelRegistry
@@ -108,6 +109,7 @@ class Runtime:
     lifecycle: LifecycleJobs | None = None
     command_backend: AutonomyCommandBackend | None = None  # the IM commands' backend (channels)
     channel_replier: ChannelDelivery | None = None  # outbound replies and proactive sends (channels.outbound)
+    long_connections: LongConnections | None = None  # Slack Socket Mode, Feishu/Lark ws, DingTalk Stream
     outbox: Outbox | None = None  # proactive sends once per key, re-sent until delivered (channels.outbound)
     briefs: BriefService | None = None  # interruption budget + scheduled briefs
     waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
@@ -155,6 +157,7 @@ class Runtime:
         channels = await build_channels(self)  # sets self.channels; replier: self.channel_replier if set
         self._connect_waiting(channels)
         self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
+        self.long_connections = build_long_connections(self, channels)  # their events enter the same ingest
         email = EmailPolling(self.registry.root, channels.registry, channels.ingest.accept)  # IMAP conversation
         self._tasks.append(asyncio.create_task(email.run(self._stop), name="email-channel"))
         if self.heartbeat is not None:
@@ -260,6 +263,8 @@ class Runtime:
             self.duties.sync(self.registry.workers())
         if self.briefs is not None:
             self.briefs.sync(self.registry.workers())
+        if self.long_connections is not None:
+            self.long_connections.sync()
         task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
         self._tasks.append(task)
         task.add_done_callback(self._forget)
@@ -286,6 +291,8 @@ class Runtime:
             )
 
     async def stop(self) -> None:
+        if self.long_connections is not None:  # no new events while the channel processor stops
+            await stop_long_connections(self.long_connections)
         self._stop.set()
         restore_task_factory(asyncio.get_running_loop())
         for task in self._tasks:
