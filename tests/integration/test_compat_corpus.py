@@ -20,9 +20,6 @@ from genworker.workspace.models import GoalStatus, SkillLevel, StrategyMode, Wor
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 
-# Tests whose chunk of issue #22 has not landed yet; each chunk removes the mark of its tests.
-WIP = pytest.mark.xfail(strict=False, reason="issue #22: implementation in progress")
-
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "fixtures" / "compat"
 DAY = 86400.0
@@ -168,7 +165,6 @@ def test_inline_contacts_heartbeat_and_service(full: tuple[Path, WorkspaceRegist
     assert len(service.knowledge_sources) == 2  # a plain string entry is kept too
 
 
-@WIP
 def test_credentials_know_every_upstream_key(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     analyst = _worker(registry, "acme", "analyst")
@@ -243,7 +239,6 @@ def test_duty_pre_scripts(full: tuple[Path, WorkspaceRegistry]) -> None:
 # -- upstream_full: goals ------------------------------------------------------------------------
 
 
-@WIP
 def test_goal_statuses_map(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     goals = _worker(registry, "acme", "analyst").goals
@@ -260,7 +255,6 @@ def test_goal_statuses_map(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert goals["finance-mart-audit"].status == GoalStatus.PENDING_APPROVAL
 
 
-@WIP
 def test_goal_fields(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     goals = _worker(registry, "acme", "analyst").goals
@@ -344,7 +338,6 @@ def test_langgraph_and_planning_skills(full: tuple[Path, WorkspaceRegistry]) -> 
 # -- upstream_full: rules, contacts --------------------------------------------------------------
 
 
-@WIP
 def test_rules(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     rules = {r.rule_id: r for r in _worker(registry, "acme", "analyst").rules}
@@ -363,7 +356,6 @@ def test_rules(full: tuple[Path, WorkspaceRegistry]) -> None:
     assert rules["no-pii-in-reports"].scope == ()
 
 
-@WIP
 def test_contacts(full: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = full
     contacts = _worker(registry, "acme", "analyst").contacts
@@ -397,7 +389,6 @@ def test_seed_duties_defaults_contract_and_depth(seed: tuple[Path, WorkspaceRegi
     assert minutes.pre_script is not None and minutes.pre_script.timeout == 60.0
 
 
-@WIP
 def test_seed_goal_links(seed: tuple[Path, WorkspaceRegistry]) -> None:
     _, registry = seed
     goal = _worker(registry, "demo", "assistant").goals["q2-expense-cycle"]
