@@ -125,7 +125,8 @@ def messaging_tools(slot: MessagingSlot) -> list[FunctionTool]:
             raise MessagingError(f"subject must be one line of 1-{MAX_SUBJECT} characters")
         _check_text(body, "body")
         to_addresses = _addresses(worker, to, "to")
-        cc_addresses = _addresses(worker, cc or [], "cc")
+        taken = {a.casefold() for a in to_addresses}
+        cc_addresses = [a for a in _addresses(worker, cc or [], "cc") if a.casefold() not in taken]
         if not to_addresses:
             raise MessagingError("to must name at least one recipient")
         if len(to_addresses) + len(cc_addresses) > MAX_EMAIL_RECIPIENTS:
