@@ -193,3 +193,18 @@ def test_collector_keeps_notes_apart_from_warnings() -> None:
     assert [i.severity for i in issues.warnings] == ["warning"]
     assert [i.message for i in issues.notes] == ["mapped: x -> y"]
     assert issues.errors == []
+
+
+class Listing(Model):
+    items: tuple[str, ...] = ()
+
+    @field_validator("items", mode="before")
+    @classmethod
+    def _second(cls, value: Any) -> Any:
+        note("items.1", "mapped", "second item noted")
+        return value
+
+
+def test_a_note_on_a_list_item_points_at_the_item(tmp_path: Path) -> None:
+    _, (issue,) = validate(Listing, _doc(tmp_path, "---\nitems:\n  - a\n  - b\n---\n"))
+    assert (issue.field, issue.line) == ("items[1]", 4)
