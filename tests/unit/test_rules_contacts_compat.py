@@ -54,7 +54,7 @@ def test_upstream_learned_rule_front_matter(ws) -> None:
     assert rule.created_at == dt.datetime(2026, 4, 21, 4, 44, 48, tzinfo=dt.UTC)  # from source.created_at
     assert rule.last_applied == dt.datetime(2026, 4, 25, 8, 31, tzinfo=dt.UTC)
     (scope_note,) = [n for n in worker.notes if n.field == "scope"]
-    assert (scope_note.message, scope_note.line) == ("mapped: {skills: ['data-analysis']} -> ['data-analysis']", 8)
+    assert (scope_note.message, scope_note.line) == ("mapped: {'skills': ['data-analysis']} -> ['data-analysis']", 8)
 
 
 @pytest.mark.parametrize("status", ["suspended", "archived", "crystallized"])

@@ -79,7 +79,7 @@ class Rule(Model):
             if extra:
                 raise ValueError(f"scope may only name skills, got {extra}")
             skills = value.get("skills") or ()
-            note("scope", "mapped", f"{{skills: {list(skills)}}} -> {list(skills)}")
+            note("scope", "mapped", f"{dict(value)} -> {list(skills)}" + ("" if skills else ": every skill"))
             return skills
         return value
 
