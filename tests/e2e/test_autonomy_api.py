@@ -82,12 +82,14 @@ def test_the_inbox_lists_by_state_and_requeues_a_dead_item(
         assert requeued.json()["item"]["state"] == "pending" and requeued.json()["item"]["attempts"] == 0
         consumed = post(server, f"/api/v1/workers/alice/inbox/{done.item_id}/requeue", acme)
         assert consumed.status_code == 409 and "consumed" in consumed.json()["error"]["message"]
-        for missing in ("ibx_nope", "..", "a%20b"):
+        for missing in ("ibx_nope", ".."):  # ".." leaves the path before it is sent
             response = post(server, f"/api/v1/workers/alice/inbox/{missing}/requeue", acme)
             assert response.status_code == 404 and response.json()["error"]["code"] in (
                 "inbox_item_not_found",
                 "not_found",
             ), missing
+        malformed = post(server, "/api/v1/workers/alice/inbox/a%20b/requeue", acme)
+        assert malformed.status_code == 422 and malformed.json()["error"]["fields"][0]["loc"] == ["path", "item_id"]
         bad = get(server, "/api/v1/workers/alice/inbox?state=lost", acme)
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "validation_error"
         assert get(server, "/api/v1/workers/alice/inbox", acme).json()["counts"]["pending"] == 2

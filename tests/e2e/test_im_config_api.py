@@ -128,22 +128,23 @@ def test_put_merges_validates_and_writes_atomically(server: LiveServer, workspac
 
 
 @pytest.mark.parametrize(
-    ("body", "names"),
+    ("body", "status", "names"),
     [
-        ({"credentials": {"telegram": {"token": "x"}}}, "credentials.telegram: unknown platform"),
-        ({"credentials": {"slack": {"bot_tokn": "x"}}}, "credentials.slack.bot_tokn: unknown field"),
-        ({"credentials": {"feishu": {"app_id": "cli_only"}}}, "credentials.feishu.app_secret"),
-        ({"credentials": {"email": {"worker_address": "w@x", "worker_smtp_port": "many"}}}, "worker_smtp_port"),
-        ({"credentials": {"slack": "xoxb"}}, "credentials.slack: must be an object or null"),
-        ({"creds": {}}, "unknown top-level fields: creds"),
+        ({"credentials": {"telegram": {"token": "x"}}}, 422, "body.credentials.telegram: Extra inputs"),
+        ({"credentials": {"slack": {"bot_tokn": "x"}}}, 422, "body.credentials.slack.bot_tokn: Extra inputs"),
+        # well formed, but with what is stored the platform would lack a required field
+        ({"credentials": {"feishu": {"app_id": "cli_only"}}}, 409, "credentials.feishu.app_secret"),
+        ({"credentials": {"email": {"worker_address": "w@x", "worker_smtp_port": "many"}}}, 422, "worker_smtp_port"),
+        ({"credentials": {"slack": "xoxb"}}, 422, "body.credentials.slack: Input should be"),
+        ({"creds": {}}, 422, "body.creds: Extra inputs"),
     ],
 )
 def test_a_bad_body_names_the_field_and_loses_nothing(
-    server: LiveServer, workspace: Path, body: dict[str, Any], names: str
+    server: LiveServer, workspace: Path, body: dict[str, Any], status: int, names: str
 ) -> None:
     path = workspace / "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json"
     before = path.read_bytes()
-    message = error(call(server, "PUT", CONFIG, auth(workspace, "acme"), json=body), 422)
+    message = error(call(server, "PUT", CONFIG, auth(workspace, "acme"), json=body), status)
     assert names in message
     assert "cli_only" not in message and "many" not in message  # values are never echoed
     assert path.read_bytes() == before
@@ -170,7 +171,8 @@ def test_tenants_and_worker_scoped_keys_see_only_their_own(server: LiveServer, w
     assert listing["adapters"][0]["status"] == "unconfigured"
     scoped = call(server, "GET", "/api/v1/channel", bob_only).json()
     assert [a["adapter_id"] for a in scoped["adapters"]] == ["acme~bob~wecom"]
-    assert call(server, "GET", "/api/v1/channel/not-an-adapter/status", globex).status_code == 404
+    assert call(server, "GET", "/api/v1/channel/globex~nobody~slack/status", globex).status_code == 404
+    assert call(server, "GET", "/api/v1/channel/not-an-adapter/status", globex).status_code == 422  # malformed
     assert call(server, "GET", "/api/v1/channel", {}).status_code == 401
 
 

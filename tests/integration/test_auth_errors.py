@@ -13,6 +13,7 @@ from pydantic import BaseModel
 
 from genworker.api.app import create_app
 from genworker.api.errors import ApiError, install_error_handlers
+from genworker.ids import validate_id
 from genworker.settings import load_settings
 
 
@@ -48,6 +49,10 @@ def build() -> FastAPI:
     @app.post("/items")
     def items(item: Item, limit: int = 10) -> dict[str, int]:
         return {"count": item.count, "limit": limit}
+
+    @app.get("/things/{thing_id}")
+    def thing(thing_id: str) -> str:
+        return validate_id(thing_id, "thing id")
 
     return app
 
@@ -92,6 +97,16 @@ def test_http_exceptions_get_stable_codes(client: TestClient) -> None:
     assert wrong.headers["allow"] == "POST"
 
 
+def test_an_invalid_id_a_route_did_not_check_is_a_422_not_a_500(client: TestClient) -> None:
+    response = client.get("/things/-rf")
+    assert response.status_code == 422
+    assert response.json()["error"] == {
+        "code": "invalid_id",
+        "message": "thing id '-rf' is not a valid id: use 1-128 letters, digits, '_', '-' or '.', "
+        "starting with a letter or digit, with no '..'",
+    }
+
+
 def test_validation_error_names_the_fields(client: TestClient) -> None:
     response = client.post("/items?limit=many", json={"count": "x", "secret": "s3cr3t-value"})
     assert response.status_code == 422
@@ -113,3 +128,8 @@ def test_the_real_app_uses_the_format(tmp_path: Path, small_workspace: Callable[
         assert client.post("/health").json()["error"]["code"] == "method_not_allowed"
         denied = client.get("/api/v1/debug/runtime")
         assert denied.status_code == 401 and denied.json()["error"]["code"] == "unauthorized"
+        # Allow: every method the schema gives the path (separate routes), from its most literal template
+        assert client.options("/api/v1/workers/alice/feedback").headers["allow"] == "GET, HEAD, POST"
+        assert client.options("/api/v1/workers/alice/goals/g1").headers["allow"] == "GET, HEAD, PATCH"
+        assert client.get("/api/v1/workers/alice/briefs/generate").status_code != 405  # GET …/briefs/{brief_id}
+        assert client.options("/api/v1/workers/alice/briefs/generate").headers["allow"] == "POST"

@@ -67,7 +67,7 @@ def test_a_reported_metric_fires_its_condition_duty_once(
             client.put("/api/v1/workers/alice/metrics/queue_depth", headers=zero, json={"value": 1}).status_code == 404
         )
         bad = client.put("/api/v1/workers/alice/metrics/inbox.pending", headers=acme, json={"value": 1})
-        assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_metric"
+        assert bad.status_code == 409 and bad.json()["error"]["code"] == "metric_builtin"  # exists, read-only
         assert client.put("/api/v1/workers/alice/metrics/q", headers=acme, json={"value": "x"}).status_code == 422
         deadline = time.monotonic() + 60
         while not (

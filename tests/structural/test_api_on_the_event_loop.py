@@ -40,6 +40,6 @@ def test_no_route_or_dependency_runs_in_the_thread_pool(tmp_path: Path) -> None:
         f"{route.path}: {getattr(call, '__qualname__', call)}"
         for route in routes
         for call in (route.endpoint, *(d.call for d in _dependencies(route.dependant) if d.call is not None))
-        if not inspect.iscoroutinefunction(call)
+        if not inspect.iscoroutinefunction(call if inspect.isroutine(call) else type(call).__call__)  # or an object
     ]
     assert sync == []

@@ -175,3 +175,13 @@ async def test_unknown_ids_and_invalid_edits_name_what_is_wrong(root: Path) -> N
     goal_file(root).write_text(GOAL.replace("goal_id: launch", "goal_id: [launch"), encoding="utf-8")
     with pytest.raises(GoalFileError, match=r"goals/launch\.md: invalid YAML"):
         await goals.move("acme", "alice", "launch", "pause")
+
+
+@pytest.mark.parametrize("goal_id", ["-rf", "~", "..", "x" * 300, "café", "nope"])
+async def test_an_invalid_or_unknown_goal_id_leaves_no_lock_file(root: Path, goal_id: str) -> None:
+    goals = GoalAggregate(root)
+    with pytest.raises((ValueError, GoalNotFound)):
+        await goals.move("acme", "alice", goal_id, "pause")
+    with pytest.raises((ValueError, GoalNotFound)):
+        await goals.update("acme", "alice", goal_id, title="t")
+    assert not (root / "tenants/acme/workers/alice/runtime").exists()

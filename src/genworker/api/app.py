@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from genworker import __version__
 from genworker.api.auth import install_cors
 from genworker.api.errors import install_error_handlers
+from genworker.api.openapi import install_openapi
 from genworker.api.routes import (
     autonomy,
     chat,
@@ -97,4 +98,5 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(waiting_routes.router)
     app.include_router(undo_routes.router)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
+    install_openapi(app)
     return app

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Annotated, Final
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
+from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 
@@ -23,6 +25,7 @@ from genworker.runtime.composition import Runtime
 from genworker.workspace.snapshot import Worker
 
 __all__ = [
+    "API_KEY_SCHEME",
     "get_api_keys",
     "install_cors",
     "loaded_worker",
@@ -33,6 +36,20 @@ __all__ = [
 
 _BEARER_HINT = "send 'Authorization: Bearer <api key>' (create one with `genworker keys create --tenant T`)"
 _store_lock = threading.Lock()
+API_KEY_SCHEME: Final = "ApiKey"
+
+
+class _DeclaredBearer(HTTPBearer):
+    """Puts the bearer scheme in OpenAPI for every route that needs a key; reads nothing itself
+    (`require_principal` does, to name what is wrong with a header)."""
+
+    async def __call__(self, request: Request) -> None:  # type: ignore[override]
+        return None
+
+
+_declared = _DeclaredBearer(
+    scheme_name=API_KEY_SCHEME, description="a tenant API key: `genworker keys create --tenant T`", auto_error=False
+)
 
 
 def get_api_keys(request: Request) -> ApiKeyStore:
@@ -47,7 +64,7 @@ def get_api_keys(request: Request) -> ApiKeyStore:
     return store
 
 
-async def require_principal(request: Request) -> Principal:
+async def require_principal(request: Request, _scheme: Annotated[None, Depends(_declared)] = None) -> Principal:
     """The caller's principal from `Authorization: Bearer <key>`, else from the dashboard's session
     cookie (state changes then need its CSRF header); 401 otherwise.
 

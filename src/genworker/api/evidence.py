@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from genworker.api.bodies import RequestBody, json_enum
 from genworker.api.errors import ApiError
 from genworker.tools.base import Effect
 from genworker.worker.governance.errors import GovernanceInputError
@@ -22,22 +23,35 @@ EXAMPLE: Final[dict[str, Any]] = {
 }
 
 
-class EvidenceBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [EXAMPLE]})
+# a name that is not only white space (governance strips names)
+Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
+_ONE_OF: Final = ("evidence_sources", "sources")
 
-    confidence: float | None = Field(None, strict=True, description="0..1: how sure the inference is")
-    evidence_sources: list[str] | None = Field(
-        None, description="ids of the independent signals that agree, each listed once"
+
+class EvidenceBody(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE], "not": {"required": list(_ONE_OF)}})
+
+    confidence: float | None = Field(None, ge=0, le=1, description="0..1: how sure the inference is")
+    evidence_sources: list[Name] | None = Field(
+        None,
+        description="ids of the independent signals that agree, each listed once",
+        json_schema_extra={"uniqueItems": True},
     )
-    sources: list[str] | None = Field(None, description="the same as evidence_sources; give one of the two")
-    requested_actions: list[str] | None = Field(None, description="the action names the task will take")
-    requested_effects: list[Effect] | None = Field(None, description="the tool effects it needs")
+    sources: list[Name] | None = Field(
+        None, description="the same as evidence_sources; give one of the two", json_schema_extra={"uniqueItems": True}
+    )
+    requested_actions: list[Name] | None = Field(None, description="the action names the task will take")
+    requested_effects: list[json_enum(Effect)] | None = Field(  # type: ignore[valid-type]
+        None, description="the tool effects it needs"
+    )
 
 
 def evidence_of(body: EvidenceBody | None) -> Evidence:
     """The evidence the router hands to governance; a malformed field is a 422 naming it."""
     if body is None:
         return NO_EVIDENCE
+    if set(_ONE_OF) <= body.model_fields_set:  # as the schema says, even when one of them is null
+        raise ApiError(422, "invalid_evidence", "body.evidence: give one of evidence_sources or sources, not both")
     try:
         return evidence_from(body.model_dump(mode="json", exclude_none=True), "body.evidence")
     except GovernanceInputError as exc:

@@ -131,8 +131,8 @@ class WorkerRouter:
 
     async def route_stream(self, req: RouteRequest) -> AsyncIterator[RouterEvent]:
         worker = self.resolve(req.tenant_id, req.worker_id)
-        if req.skill_id is not None and req.skill_id not in worker.skills:
-            raise RouteError("skill_not_found", f"worker {req.worker_id!r} has no skill {req.skill_id!r}", 422)
+        if req.skill_id is not None and req.skill_id not in worker.skills:  # 404, like an unknown worker
+            raise RouteError("skill_not_found", f"worker {req.worker_id!r} has no skill {req.skill_id!r}")
         thread_id = self._thread_id(req)
         run_id, task_id = f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}"
         yield RouteAccepted(thread_id, run_id, task_id)

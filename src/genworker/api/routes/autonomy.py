@@ -11,7 +11,8 @@ from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import InboxItemId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.api.runs import router_of
 from genworker.auth import Principal
@@ -25,7 +26,7 @@ from genworker.worker.task import RunRef
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["autonomy"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["autonomy"], responses=error_responses(404, 503))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
@@ -49,7 +50,7 @@ def _heartbeat(runtime: Runtime) -> HeartbeatService:
 
 @router.get("/inbox", summary="A worker's inbox items, oldest first, with the count in each state")
 async def list_inbox(
-    worker_id: str,
+    worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
     state: InboxState | None = None,
@@ -68,8 +69,14 @@ async def list_inbox(
     }
 
 
-@router.post("/inbox/{item_id}/requeue", summary="Make a failed, dead or abandoned item pending again")
-async def requeue_item(worker_id: str, item_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/inbox/{item_id}/requeue",
+    summary="Make a failed, dead or abandoned item pending again",
+    responses=error_responses(409),
+)
+async def requeue_item(
+    worker_id: WorkerId, item_id: InboxItemId, principal: Auth, runtime: RuntimeDep
+) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     _inbox(runtime)
     aggregate = runtime.inbox_aggregate
@@ -88,7 +95,7 @@ async def requeue_item(worker_id: str, item_id: str, principal: Auth, runtime: R
 
 @router.post("/heartbeat/run", summary="Run the worker's heartbeat once, now")
 async def run_heartbeat(
-    worker_id: str,
+    worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
     wait: Annotated[bool, Query(description="also wait for the tasks and isolated runs it starts")] = False,
@@ -114,7 +121,7 @@ async def run_heartbeat(
 
 
 @router.get("/heartbeat", summary="The worker's heartbeat state: meta, schedule and concerns in their window")
-async def heartbeat_state(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def heartbeat_state(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     service = _heartbeat(runtime)
     try:

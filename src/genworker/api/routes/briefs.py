@@ -10,7 +10,8 @@ from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import BriefId, WorkerId
 from genworker.auth import Principal
 from genworker.autonomy.briefs import BriefError, BriefNotFound, BriefService, local_day
 from genworker.ids import InvalidIdError
@@ -18,7 +19,7 @@ from genworker.runtime.composition import Runtime
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["briefs"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["briefs"], responses=error_responses(404, 503))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
@@ -35,7 +36,7 @@ def _scope(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str,
 
 @router.get("/briefs", summary="Stored briefs, newest first")
 async def list_briefs(
-    worker_id: str, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=100)] = 20
+    worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=100)] = 20
 ) -> dict[str, Any]:
     tenant_id, worker, briefs = _scope(principal, runtime, worker_id)
     try:
@@ -46,7 +47,7 @@ async def list_briefs(
 
 
 @router.get("/briefs/pending", summary="Items recorded for the next brief, and today's interruption budget")
-async def pending_items(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def pending_items(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker, briefs = _scope(principal, runtime, worker_id)
     policy = briefs.policy(tenant_id, worker)
     day = local_day(policy, briefs.now())
@@ -61,14 +62,16 @@ async def pending_items(worker_id: str, principal: Auth, runtime: RuntimeDep) ->
 
 
 @router.post("/briefs/generate", summary="Generate (and deliver) a brief now")
-async def generate_brief(worker_id: str, principal: Auth, runtime: RuntimeDep, deliver: bool = True) -> dict[str, Any]:
+async def generate_brief(
+    worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, deliver: bool = True
+) -> dict[str, Any]:
     tenant_id, worker, briefs = _scope(principal, runtime, worker_id)
     brief = await briefs.generate(tenant_id, worker, deliver=deliver)
     return {"brief": brief.model_dump(mode="json")}
 
 
 @router.get("/briefs/{brief_id}", summary="One stored brief")
-async def get_brief(worker_id: str, brief_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_brief(worker_id: WorkerId, brief_id: BriefId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker, briefs = _scope(principal, runtime, worker_id)
     try:
         brief = await asyncio.to_thread(briefs.store.get, tenant_id, worker, brief_id)

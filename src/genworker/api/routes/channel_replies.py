@@ -17,7 +17,8 @@ from fastapi import APIRouter, Depends, Response
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import WorkerId, id_path
 from genworker.auth import Principal
 from genworker.channels.processor import ChannelProcessor
 from genworker.ids import InvalidIdError
@@ -25,7 +26,9 @@ from genworker.runtime.composition import Runtime
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers", tags=["channels"])
+router = APIRouter(prefix="/api/v1/workers", tags=["channels"], responses=error_responses(404, 503))
+EntryId = Annotated[str, id_path("undelivered answer id")]
+MessageId = Annotated[str, id_path("id of the message waiting for a human")]
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
@@ -40,7 +43,7 @@ def _processor(runtime: Runtime) -> ChannelProcessor:
 
 
 @router.get("/{worker_id}/channel-replies", summary="Undelivered IM answers and messages that need a human")
-async def list_replies(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def list_replies(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
     processor = _processor(runtime)
     return {
@@ -50,8 +53,12 @@ async def list_replies(worker_id: str, principal: Auth, runtime: RuntimeDep) -> 
     }
 
 
-@router.post("/{worker_id}/channel-replies/{entry_id}/resend", summary="Send an undelivered IM answer again now")
-async def resend(worker_id: str, entry_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/{worker_id}/channel-replies/{entry_id}/resend",
+    summary="Send an undelivered IM answer again now",
+    responses=error_responses(409),
+)
+async def resend(worker_id: WorkerId, entry_id: EntryId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
     processor = _processor(runtime)
     try:
@@ -66,7 +73,7 @@ async def resend(worker_id: str, entry_id: str, principal: Auth, runtime: Runtim
 
 
 @router.delete("/{worker_id}/channel-replies/attention/{item_id}", status_code=204, summary="Dismiss a checked message")
-async def dismiss(worker_id: str, item_id: str, principal: Auth, runtime: RuntimeDep) -> Response:
+async def dismiss(worker_id: WorkerId, item_id: MessageId, principal: Auth, runtime: RuntimeDep) -> Response:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
     processor = _processor(runtime)
     try:

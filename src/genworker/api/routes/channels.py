@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request, Response
 
 from genworker.api.deps import runtime_of
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import AdapterId
 from genworker.channels import dingtalk, feishu, slack, wecom
 from genworker.channels.base import InboundAck, InboundKind, InboundRequest
 from genworker.channels.errors import ChannelError
@@ -29,7 +30,8 @@ __all__ = ["MAX_BODY_BYTES", "PARSERS", "router"]
 
 log = logging.getLogger("genworker.api.channels")
 
-router = APIRouter(prefix="/api/v1/channel", tags=["channels"])
+# 400 malformed body; 401/403 failed verification; 404 no such channel; 413; 503 misconfigured or not running
+router = APIRouter(prefix="/api/v1/channel", tags=["channels"], responses=error_responses(400, 401, 403, 404, 413, 503))
 
 MAX_BODY_BYTES = 1024 * 1024
 
@@ -45,22 +47,23 @@ _SLACK_ONLY = frozenset({"interactivity", "slash"})
 
 
 @router.post("/{adapter_id}/webhook")
-async def webhook(adapter_id: str, request: Request) -> Response:
+async def webhook(adapter_id: AdapterId, request: Request) -> Response:
     return await _inbound(adapter_id, request, "webhook")
 
 
-@router.get("/{adapter_id}/webhook")
-async def webhook_url_check(adapter_id: str, request: Request) -> Response:
+@router.get("/{adapter_id}/webhook", responses=error_responses(405))
+async def webhook_url_check(adapter_id: AdapterId, request: Request) -> Response:
+    """The platform's URL check (WeCom); 405 for a channel whose platform has none."""
     return await _inbound(adapter_id, request, "webhook")
 
 
 @router.post("/{adapter_id}/interactivity")
-async def interactivity(adapter_id: str, request: Request) -> Response:
+async def interactivity(adapter_id: AdapterId, request: Request) -> Response:
     return await _inbound(adapter_id, request, "interactivity")
 
 
 @router.post("/{adapter_id}/slash")
-async def slash(adapter_id: str, request: Request) -> Response:
+async def slash(adapter_id: AdapterId, request: Request) -> Response:
     return await _inbound(adapter_id, request, "slash")
 
 
@@ -80,7 +83,7 @@ async def _inbound(adapter_id: str, request: Request, kind: InboundKind) -> Resp
     if kind in _SLACK_ONLY and binding.platform != "slack":
         raise ApiError(404, "not_found", f"{binding.platform} channels have no /{kind} endpoint")
     if request.method == "GET" and binding.platform not in _GET_VERIFIES:
-        raise ApiError(405, "method_not_allowed", f"{binding.platform} webhooks are POST only")
+        raise ApiError(405, "method_not_allowed", f"{binding.platform} webhooks are POST only", {"Allow": "POST"})
     inbound = InboundRequest(
         method=request.method,
         kind=kind,

@@ -7,13 +7,15 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from pydantic import Field
 from sse_starlette import EventSourceResponse
 
 from genworker.api.auth import principal_worker, require_principal
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
 from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
+from genworker.api.params import THREAD_ID_PATTERN, ThreadId
 from genworker.api.runs import RunHandle, router_of, start_run
 from genworker.auth import Principal
 from genworker.engine.events import EngineEvent
@@ -22,19 +24,30 @@ from genworker.streaming.agui import AguiEncoder
 from genworker.streaming.legacy import legacy_event
 from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest
 
-router = APIRouter(prefix="/api/v1", tags=["chat"])
+router = APIRouter(prefix="/api/v1", tags=["chat"], responses=error_responses(503))
+_ROUTED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "the run as server-sent events (AG-UI, or the legacy shape)",
+        "content": {"text/event-stream": {}},
+    },
+    **error_responses(404, 422),  # an unknown worker or skill; an invalid body
+}
 
 Protocol = Literal["ag-ui", "legacy"]
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(RequestBody):
     worker_id: str = Field(description="a worker of the key's tenant (or tenant/worker)", examples=["assistant"])
-    thread_id: str | None = Field(None, description="continue this thread; a new one when absent")
+    thread_id: str | None = Field(
+        None,
+        pattern=THREAD_ID_PATTERN,
+        description="continue this thread; a new one when absent. 1-64 letters, digits, '_' or '-' (not `main`)",
+    )
     message: str = Field(min_length=1, examples=["What is on my calendar today?"])
     skill_id: str | None = Field(None, description="force a skill instead of matching one")
 
 
-class TaskRequest(BaseModel):
+class TaskRequest(RequestBody):
     worker_id: str = Field(examples=["analyst"])
     task: str = Field(min_length=1, examples=["Summarise last week's signups"])
     skill_id: str | None = None
@@ -69,7 +82,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 ProtocolQuery = Annotated[Protocol, Query(description="ag-ui (default) or legacy")]
 
 
-@router.post("/chat/stream", response_class=EventSourceResponse, summary="Chat with a worker (SSE)")
+@router.post("/chat/stream", response_class=EventSourceResponse, summary="Chat with a worker (SSE)", responses=_ROUTED)
 async def chat_stream(
     body: ChatRequest, principal: Auth, runtime: RuntimeDep, protocol: ProtocolQuery = "ag-ui"
 ) -> Any:
@@ -82,7 +95,9 @@ async def chat_stream(
     return _stream(await start_run(runtime, req), protocol)
 
 
-@router.post("/worker/task/stream", response_class=EventSourceResponse, summary="Run a one-shot task (SSE)")
+@router.post(
+    "/worker/task/stream", response_class=EventSourceResponse, summary="Run a one-shot task (SSE)", responses=_ROUTED
+)
 async def task_stream(
     body: TaskRequest, principal: Auth, runtime: RuntimeDep, protocol: ProtocolQuery = "ag-ui"
 ) -> Any:
@@ -101,8 +116,8 @@ async def task_stream(
     return _stream(await start_run(runtime, req), protocol)
 
 
-@router.get("/chat/{thread_id}/tasks", summary="Runs of a thread")
-async def thread_tasks(thread_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get("/chat/{thread_id}/tasks", summary="Runs of a thread", responses=error_responses(404))
+async def thread_tasks(thread_id: ThreadId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tasks = router_of(runtime).tasks
     found: list[dict[str, Any]] = []
     state = runtime.registry.tenant(principal.tenant_id)
@@ -118,7 +133,7 @@ async def thread_tasks(thread_id: str, principal: Auth, runtime: RuntimeDep) -> 
 
 
 @router.get("/chat/{thread_id}/queue", summary="Who runs and who waits in a thread")
-async def thread_queue(thread_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def thread_queue(thread_id: ThreadId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     status = await router_of(runtime).queue.status(principal.tenant_id, thread_id)
     return {"thread_id": thread_id, "running": status.running, "waiting": list(status.waiting)}
 

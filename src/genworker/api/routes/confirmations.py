@@ -14,7 +14,8 @@ from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import ConfirmationId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.api.runs import router_of, start_run
 from genworker.auth import Principal
@@ -31,7 +32,9 @@ from genworker.worker.task import RunRecord
 
 __all__ = ["confirmation_view", "router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}/confirmations", tags=["confirmations"])
+router = APIRouter(
+    prefix="/api/v1/workers/{worker_id}/confirmations", tags=["confirmations"], responses=error_responses(404, 503)
+)
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
@@ -47,7 +50,7 @@ def confirmation_view(confirmation: Confirmation) -> dict[str, Any]:
 
 @router.get("", summary="Gated tasks waiting for a decision (and decided ones), newest first")
 async def list_confirmations(
-    worker_id: str,
+    worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
     status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = None,
@@ -58,7 +61,9 @@ async def list_confirmations(
 
 
 @router.get("/{confirmation_id}", summary="One confirmation")
-async def get_confirmation(worker_id: str, confirmation_id: str, principal: Auth, runtime: RuntimeDep) -> Any:
+async def get_confirmation(
+    worker_id: WorkerId, confirmation_id: ConfirmationId, principal: Auth, runtime: RuntimeDep
+) -> Any:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     try:
         found = await asyncio.to_thread(router_of(runtime).confirmations.get, tenant_id, worker, confirmation_id)
@@ -69,10 +74,18 @@ async def get_confirmation(worker_id: str, confirmation_id: str, principal: Auth
     return confirmation_view(found)
 
 
-@router.post("/{confirmation_id}/{decision}", summary="Approve (runs the task) or reject a gated task")
-async def decide(worker_id: str, confirmation_id: str, decision: str, principal: Auth, runtime: RuntimeDep) -> Any:
-    if decision not in ("approve", "reject"):
-        raise ApiError(404, "not_found", "use .../approve or .../reject")
+@router.post(
+    "/{confirmation_id}/{decision}",
+    summary="Approve (runs the task) or reject a gated task",
+    responses=error_responses(409),
+)
+async def decide(
+    worker_id: WorkerId,
+    confirmation_id: ConfirmationId,
+    decision: Literal["approve", "reject"],
+    principal: Auth,
+    runtime: RuntimeDep,
+) -> Any:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     by = f"key:{principal.key_id}"
 
@@ -91,7 +104,7 @@ async def decide(worker_id: str, confirmation_id: str, decision: str, principal:
             tenant_id,
             worker,
             confirmation_id,
-            "approve" if decision == "approve" else "reject",
+            decision,
             by,
             run=run,
         )

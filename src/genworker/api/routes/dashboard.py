@@ -13,7 +13,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 
 from genworker.api.auth import get_api_keys, principal_worker, require_principal, worker_not_found
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import SuggestionId, WorkerId
 from genworker.auth import Principal
 from genworker.dashboard import BlockContext, DashboardAggregator, default_aggregator, static_dir
 from genworker.dashboard.aggregator import BlockUnavailable
@@ -164,8 +165,12 @@ async def session_info(request: Request, runtime: RuntimeDep) -> dict[str, Any]:
     }
 
 
-@router.get("/api/v1/workers/{worker_id}/dashboard", summary="Every dashboard block of a worker in one call")
-async def dashboard(worker_id: str, request: Request, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get(
+    "/api/v1/workers/{worker_id}/dashboard",
+    summary="Every dashboard block of a worker in one call",
+    responses=error_responses(404),
+)
+async def dashboard(worker_id: WorkerId, request: Request, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, name = principal_worker(principal, worker_id)
     worker = runtime.registry.worker(tenant_id, name)
     if worker is None:
@@ -176,12 +181,15 @@ async def dashboard(worker_id: str, request: Request, principal: Auth, runtime: 
 @router.post(
     "/api/v1/workers/{worker_id}/dashboard/suggestions/{suggestion_id}/{decision}",
     summary="Approve or reject a suggestion (the IM commands' backend); 404 unknown, 409 already decided",
+    responses=error_responses(404, 409, 503),
 )
 async def decide_suggestion(
-    worker_id: str, suggestion_id: str, decision: str, principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId,
+    suggestion_id: SuggestionId,
+    decision: Literal["approve", "reject"],
+    principal: Auth,
+    runtime: RuntimeDep,
 ) -> dict[str, Any]:
-    if decision not in ("approve", "reject"):
-        raise ApiError(404, "not_found", "use .../approve or .../reject")
     tenant_id, name = principal_worker(principal, worker_id)
     if runtime.registry.worker(tenant_id, name) is None:
         raise worker_not_found(worker_id)
@@ -189,10 +197,9 @@ async def decide_suggestion(
         backend = command_backend(runtime)
     except BlockUnavailable as exc:
         raise ApiError(503, "suggestions_unavailable", str(exc)) from None
-    verdict: Literal["approve", "reject"] = "approve" if decision == "approve" else "reject"
     try:
         result = await asyncio.to_thread(
-            backend.decide_suggestion, tenant_id, name, suggestion_id, verdict, f"key:{principal.key_id}"
+            backend.decide_suggestion, tenant_id, name, suggestion_id, decision, f"key:{principal.key_id}"
         )
     except LookupError as exc:
         raise ApiError(404, "suggestion_not_found", str(exc)) from None

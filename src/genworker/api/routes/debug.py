@@ -7,9 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 
 from genworker.api.deps import get_runtime, require_admin
+from genworker.api.errors import error_responses
 from genworker.runtime.composition import Runtime
 
-router = APIRouter(prefix="/api/v1/debug", dependencies=[Depends(require_admin)])
+router = APIRouter(prefix="/api/v1/debug", dependencies=[Depends(require_admin)], responses=error_responses(401, 403))
 
 
 @router.get("/runtime")

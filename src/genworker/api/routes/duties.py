@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from genworker.api.auth import loaded_worker, require_principal
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
 from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
+from genworker.api.params import DutyId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.auth import Principal
 from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError, aps_trigger
@@ -21,14 +23,13 @@ from genworker.workspace.models.duty import DutyStatus, ScheduleTrigger
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}/duties", tags=["duties"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}/duties", tags=["duties"], responses=error_responses(404, 503))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-class RunDutyBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RunDutyBody(RequestBody):
     trigger_id: str | None = Field(None, description="default: the duty's manual trigger", examples=["now"])
     evidence: EvidenceBody | None = Field(
         None, description="an inferred action's evidence for the Policy Gate", examples=[EXAMPLE]
@@ -46,7 +47,7 @@ def _duty_not_found(duty_id: str) -> ApiError:
 
 
 @router.get("", summary="The worker's duties: status, triggers and the next fire of each schedule trigger")
-async def list_duties(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def list_duties(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
     now = datetime.now(UTC)
     duties = []
@@ -65,8 +66,8 @@ async def list_duties(worker_id: str, principal: Auth, runtime: RuntimeDep) -> d
 
 @router.post("/{duty_id}/run", summary="Run a duty now through its manual trigger; returns the run")
 async def run_duty(
-    worker_id: str,
-    duty_id: str,
+    worker_id: WorkerId,
+    duty_id: DutyId,
     principal: Auth,
     runtime: RuntimeDep,
     body: RunDutyBody | None = None,
@@ -90,7 +91,7 @@ async def run_duty(
 
 
 @router.get("/{duty_id}/executions", summary="The duty's execution records, oldest first")
-async def list_executions(worker_id: str, duty_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def list_executions(worker_id: WorkerId, duty_id: DutyId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
     if duty_id not in worker.duties:
         raise _duty_not_found(duty_id)

@@ -13,11 +13,13 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.bodies import JsonDate, RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import GoalId, MilestoneId, TaskId, WorkerId
 from genworker.auth import Principal
 from genworker.autonomy.goals import (
     GoalAggregate,
@@ -33,29 +35,27 @@ from genworker.workspace.models.goal import TaskStatus
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}/goals", tags=["goals"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}/goals", tags=["goals"], responses=error_responses(404, 503))
+_EDIT = error_responses(409, 422)
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 T = TypeVar("T")
 
 
-class MilestoneBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class MilestoneBody(RequestBody):
     status: Literal["pending", "in_progress", "done", "cancelled"] | None = None
-    deadline: dt.date | None = None
+    deadline: JsonDate | None = None
 
 
-class TaskBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TaskBody(RequestBody):
     status: TaskStatus
 
 
-class UpdateBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    title: str | None = Field(default=None, min_length=1, max_length=300)
+class UpdateBody(RequestBody):
+    title: str | None = Field(default=None, min_length=1, max_length=300, pattern=r"\S", description="not blank")
     priority: Literal["low", "medium", "high", "critical"] | None = None
-    deadline: dt.date | None = None
+    deadline: JsonDate | None = None
 
 
 def _target(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[GoalAggregate, str, str]:
@@ -93,15 +93,15 @@ def _changed(change: GoalChange) -> dict[str, Any]:
 
 
 @router.get("", summary="The worker's goals as on disk now, each with its health")
-async def list_goals(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def list_goals(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     goals, tenant_id, worker = _target(principal, runtime, worker_id)
     found = await asyncio.to_thread(goals.goals, tenant_id, worker)
     today = dt.datetime.now(dt.UTC).date()
     return {"worker_id": worker, "goals": [goal_view(g, today) for g in found]}
 
 
-@router.get("/{goal_id}", summary="One goal with its health")
-async def get_goal(worker_id: str, goal_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get("/{goal_id}", summary="One goal with its health", responses=error_responses(422))
+async def get_goal(worker_id: WorkerId, goal_id: GoalId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     goals, tenant_id, worker = _target(principal, runtime, worker_id)
 
     async def read() -> Goal:
@@ -110,8 +110,10 @@ async def get_goal(worker_id: str, goal_id: str, principal: Auth, runtime: Runti
     return goal_view(await _call(read), dt.datetime.now(dt.UTC).date())
 
 
-@router.patch("/{goal_id}", summary="Change a goal's title, priority or deadline")
-async def update_goal(worker_id: str, goal_id: str, body: UpdateBody, principal: Auth, runtime: RuntimeDep) -> Any:
+@router.patch("/{goal_id}", summary="Change a goal's title, priority or deadline", responses=_EDIT)
+async def update_goal(
+    worker_id: WorkerId, goal_id: GoalId, body: UpdateBody, principal: Auth, runtime: RuntimeDep
+) -> Any:
     goals, tenant_id, worker = _target(principal, runtime, worker_id)
     by = f"key:{principal.key_id}"
     change = await _call(
@@ -122,9 +124,14 @@ async def update_goal(worker_id: str, goal_id: str, body: UpdateBody, principal:
     return _changed(change)
 
 
-@router.post("/{goal_id}/milestones/{milestone_id}", summary="Set a milestone's status or deadline")
+@router.post("/{goal_id}/milestones/{milestone_id}", summary="Set a milestone's status or deadline", responses=_EDIT)
 async def set_milestone(
-    worker_id: str, goal_id: str, milestone_id: str, body: MilestoneBody, principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId,
+    goal_id: GoalId,
+    milestone_id: MilestoneId,
+    body: MilestoneBody,
+    principal: Auth,
+    runtime: RuntimeDep,
 ) -> Any:
     goals, tenant_id, worker = _target(principal, runtime, worker_id)
     by = f"key:{principal.key_id}"
@@ -136,19 +143,25 @@ async def set_milestone(
     return _changed(change)
 
 
-@router.post("/{goal_id}/tasks/{task_id}", summary="Set a goal task's status (unblocks and advances what follows)")
+@router.post(
+    "/{goal_id}/tasks/{task_id}",
+    summary="Set a goal task's status (unblocks and advances what follows)",
+    responses=_EDIT,
+)
 async def set_task(
-    worker_id: str, goal_id: str, task_id: str, body: TaskBody, principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId, goal_id: GoalId, task_id: TaskId, body: TaskBody, principal: Auth, runtime: RuntimeDep
 ) -> Any:
     goals, tenant_id, worker = _target(principal, runtime, worker_id)
     by = f"key:{principal.key_id}"
     return _changed(await _call(lambda: goals.set_task(tenant_id, worker, goal_id, task_id, body.status, by=by)))
 
 
-@router.post("/{goal_id}/{command}", summary="approve | reject | pause | resume | complete | archive a goal")
+@router.post(
+    "/{goal_id}/{command}", summary="approve | reject | pause | resume | complete | archive a goal", responses=_EDIT
+)
 async def goal_command(
-    worker_id: str,
-    goal_id: str,
+    worker_id: WorkerId,
+    goal_id: GoalId,
     command: Literal["approve", "reject", "pause", "resume", "complete", "archive"],
     principal: Auth,
     runtime: RuntimeDep,

@@ -19,7 +19,10 @@ async def health(runtime: Annotated[Runtime, Depends(get_runtime)]) -> dict[str,
     return {"status": status, "reasons": [r.as_dict() for r in reasons]}
 
 
-@router.get("/readiness")
+@router.get(
+    "/readiness",
+    responses={503: {"description": "not ready: `reasons` say why (the same body as 200)"}},
+)
 async def readiness(runtime: Annotated[Runtime, Depends(get_runtime)]) -> JSONResponse:
     blocking, warnings = runtime.readiness()
     body = {

@@ -9,24 +9,62 @@ reloads that worker and only its channel clients; a bad body changes nothing sto
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated, Any
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from fastapi import APIRouter, Body, Depends
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, SecretStr, create_model
 
 from genworker.api.auth import loaded_worker, require_principal
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import AdapterId, WorkerId
 from genworker.auth import Principal
 from genworker.channels.outbound.credentials import CredentialsError, credentials_view, save_credentials
 from genworker.channels.outbound.delivery import ChannelDelivery
 from genworker.channels.registry import ChannelBinding, ChannelRegistry, split_adapter_id
 from genworker.runtime.composition import Runtime
+from genworker.workspace.models.credentials import ChannelCredentials
 from genworker.workspace.registry import ReloadOutcome
 
-router = APIRouter(prefix="/api/v1", tags=["channels"])
+router = APIRouter(prefix="/api/v1", tags=["channels"], responses=error_responses(404))
+_DELIVERY = error_responses(503)
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+def _wire(annotation: Any) -> Any:
+    """A credentials field's type as JSON carries it: a secret is a string; None removes the field."""
+    args = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
+    kinds = [str if arg is SecretStr else arg for arg in args if arg is not type(None)]
+    return kinds[0] | None
+
+
+def _update_model(model: type[BaseModel]) -> type[BaseModel]:
+    fields: Any = {name: (_wire(info.annotation), None) for name, info in model.model_fields.items()}
+    return create_model(f"{model.__name__}Update", __base__=RequestBody, **fields)
+
+
+def _platform(annotation: Any) -> type[BaseModel]:
+    return next(arg for arg in get_args(annotation) if isinstance(arg, type) and issubclass(arg, BaseModel))
+
+
+_PLATFORMS: Any = {
+    platform: (_update_model(_platform(info.annotation)) | None, None)
+    for platform, info in ChannelCredentials.model_fields.items()
+}
+CredentialsUpdate: Any = create_model("CredentialsUpdate", __base__=RequestBody, **_PLATFORMS)
+
+
+class ImConfigBody(RequestBody):
+    """A partial update: a platform or field given as null is removed, one not given is kept."""
+
+    model_config = ConfigDict(
+        json_schema_extra={"examples": [{"credentials": {"slack": {"bot_token": "xoxb-...", "app_token": None}}}]},
+    )
+    credentials: CredentialsUpdate
 
 
 def _delivery(runtime: Runtime) -> ChannelDelivery:
@@ -66,49 +104,59 @@ def _config(runtime: Runtime, tenant_id: str, worker_id: str) -> dict[str, Any]:
 
 
 @router.get("/workers/{worker_id}/im-config", summary="Channels bound to a worker and its credentials (secrets hidden)")
-async def get_im_config(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_im_config(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     return _config(runtime, tenant_id, worker)
 
 
-@router.put("/workers/{worker_id}/im-config", summary="Update a worker's channel credentials (partial, validated)")
+@router.put(
+    "/workers/{worker_id}/im-config",
+    summary="Update a worker's channel credentials (partial, validated)",
+    responses=error_responses(409),
+)
 async def put_im_config(
-    worker_id: str, principal: Auth, runtime: RuntimeDep, body: Annotated[dict[str, Any], Body()]
+    worker_id: WorkerId, body: ImConfigBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
+    """409 when the stored credentials with this update would not be complete (a platform's required
+    field neither stored nor given); nothing is written then."""
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    update = body.get("credentials")
-    unknown = sorted(set(body) - {"credentials"})
-    if not isinstance(update, dict) or unknown:
-        detail = f"unknown top-level fields: {', '.join(unknown)}" if unknown else "'credentials' must be an object"
-        raise ApiError(422, "validation_error", f"body: {detail} ({{'credentials': {{platform: {{field: value}}}}}})")
+    update = body.credentials.model_dump(exclude_unset=True)
     folder = runtime.registry.root / "tenants" / tenant_id / "workers" / worker
     try:
         await asyncio.to_thread(save_credentials, folder, update)
-    except CredentialsError as exc:
-        raise ApiError(422, "validation_error", str(exc)) from None
+    except CredentialsError as exc:  # the shape is the body model's: what is left depends on what is stored
+        raise ApiError(409, "credentials_incomplete", str(exc)) from None
     outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker)
     delivery: ChannelDelivery | None = getattr(runtime, "channel_replier", None)
     reloaded = delivery.reload(tenant_id, worker) if delivery is not None else []
     return {**_config(runtime, tenant_id, worker), "reload": {**_outcome(outcome), "clients_reset": reloaded}}
 
 
-@router.post("/workers/{worker_id}/im-config/reload", summary="Reload a worker's files and only its channel clients")
-async def reload_im_config(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/workers/{worker_id}/im-config/reload",
+    summary="Reload a worker's files and only its channel clients",
+    responses=_DELIVERY,
+)
+async def reload_im_config(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker)
     reloaded = _delivery(runtime).reload(tenant_id, worker)
     return {"worker_id": worker, **_outcome(outcome), "clients_reset": reloaded}
 
 
-@router.get("/workers/{worker_id}/im-config/status", summary="Delivery status of each of a worker's channels")
-async def im_config_status(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get(
+    "/workers/{worker_id}/im-config/status",
+    summary="Delivery status of each of a worker's channels",
+    responses=_DELIVERY,
+)
+async def im_config_status(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     delivery = _delivery(runtime)
     bindings = _channels(runtime).bindings(tenant_id, worker)
     return {"worker_id": worker, "channels": [delivery.status(b) for b in bindings]}
 
 
-@router.get("/channel", summary="The caller's tenant's channel adapters")
+@router.get("/channel", summary="The caller's tenant's channel adapters", responses=_DELIVERY)
 async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     delivery = _delivery(runtime)
     mine = [
@@ -117,8 +165,12 @@ async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     return {"tenant_id": principal.tenant_id, "adapters": [delivery.status(b) for b in mine]}
 
 
-@router.get("/channel/{adapter_id}/status", summary="One adapter: connected / degraded, last delivery, last error")
-async def adapter_status(adapter_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get(
+    "/channel/{adapter_id}/status",
+    summary="One adapter: connected / degraded, last delivery, last error",
+    responses=_DELIVERY,
+)
+async def adapter_status(adapter_id: AdapterId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     binding = _own_binding(principal, runtime, adapter_id)
     return _delivery(runtime).status(binding)
 

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Header
 from fastapi.responses import Response
 
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
 from genworker.observability.metrics import (
     COMPONENT_STATUS,
     CONTENT_TYPE,
@@ -92,7 +92,15 @@ def _runtime_status(runtime: Runtime) -> list[GaugeSample]:
     return samples
 
 
-@router.get("/metrics", summary="Prometheus metrics (text exposition)", response_class=Response)
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics (text exposition)",
+    response_class=Response,
+    responses={
+        200: {"content": {CONTENT_TYPE: {"schema": {"type": "string"}}}},
+        **error_responses(401, 404),  # a GENWORKER_METRICS_TOKEN not sent; GENWORKER_METRICS=off
+    },
+)
 async def metrics(runtime: RuntimeDep, authorization: Annotated[str | None, Header()] = None) -> Response:
     _check_access(runtime, authorization)
     extra = [*await _inbox_backlog(runtime), *_workers_loaded(runtime), *_runtime_status(runtime)]

@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from sse_starlette import EventSourceResponse
 
 from genworker.api.auth import principal_worker, require_principal
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
 from genworker.api.runs import RunHandle, start_run
 from genworker.auth import Principal
 from genworker.engine.base import RunResult
@@ -26,18 +27,38 @@ from genworker.worker.router import RouteDone, RouteError, RouteRequest, history
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
 
-class StreamOptions(BaseModel):
+class StreamOptions(RequestBody):
     include_usage: bool = False
 
 
-class CompletionRequest(BaseModel):
+class ContentPart(RequestBody):
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "text"
+    text: str = ""
+
+
+class ChatMessage(RequestBody):
+    model_config = ConfigDict(extra="allow")  # name, tool_calls, tool_call_id ... are passed on as history
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[ContentPart] | None = Field(None, description="text, or parts whose `text` is read")
+
+
+class CompletionRequest(RequestBody):
     model_config = ConfigDict(extra="allow")  # temperature, top_p ... are accepted and ignored
 
     model: str = Field(description="worker id or tenant/worker", examples=["assistant"])
-    messages: list[dict[str, Any]] = Field(min_length=1)
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        description="the last user message is the task, the ones before it its history",
+        json_schema_extra={"contains": {"type": "object", "properties": {"role": {"const": "user"}}}},
+    )
     stream: bool = False
     stream_options: StreamOptions | None = None
-    tools: list[dict[str, Any]] | None = None
+    tools: list[dict[str, Any]] | None = Field(
+        None, description="not accepted (400): the worker uses its own tools", json_schema_extra={"maxItems": 0}
+    )
 
 
 Auth = Annotated[Principal, Depends(require_principal)]
@@ -61,13 +82,23 @@ async def list_models(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
-@router.post("/chat/completions", summary="OpenAI-compatible chat completion with a worker")
+@router.post(
+    "/chat/completions",
+    summary="OpenAI-compatible chat completion with a worker",
+    responses={
+        200: {
+            "description": "a chat.completion, or with `stream: true` chat.completion.chunk events ending in [DONE]",
+            "content": {"application/json": {}, "text/event-stream": {}},
+        },
+        **error_responses(400, 404, 502, 503),
+    },
+)
 async def chat_completions(body: CompletionRequest, principal: Auth, runtime: RuntimeDep) -> Any:
     if body.tools:
         raise ApiError(400, "unsupported_parameter", "tools are not accepted: the worker uses its own tools")
     tenant_id, worker_id = principal_worker(principal, body.model)
     try:
-        text, history = history_from_openai(body.messages)
+        text, history = history_from_openai([m.model_dump(exclude_unset=True) for m in body.messages])
     except RouteError as exc:
         raise ApiError(exc.status, exc.code, str(exc)) from None
     req = RouteRequest(tenant_id, worker_id, text, "openai", principal.key_id, conversational=False, history=history)

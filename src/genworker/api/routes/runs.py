@@ -9,7 +9,8 @@ from pydantic import TypeAdapter
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import RunId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.api.runs import router_of
 from genworker.auth import Principal
@@ -17,7 +18,7 @@ from genworker.runtime.composition import Runtime
 from genworker.worker.lifecycle import RunNotFound, TaskLifecycleError
 from genworker.worker.task import RunRecord, RunRef
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["runs"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["runs"], responses=error_responses(404, 503))
 _RUN: TypeAdapter[RunRecord] = TypeAdapter(RunRecord)
 
 Auth = Annotated[Principal, Depends(require_principal)]
@@ -30,7 +31,7 @@ def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str
 
 @router.get("/runs", summary="A worker's runs, newest first")
 async def list_runs(
-    worker_id: str, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
+    worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 50
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     runs = await router_of(runtime).tasks.list_runs(tenant_id, worker, limit=limit)
@@ -38,7 +39,7 @@ async def list_runs(
 
 
 @router.get("/runs/{run_id}", summary="One run: state, provenance, tool calls, model usage, deliverables")
-async def get_run(worker_id: str, run_id: str, principal: Auth, runtime: RuntimeDep) -> Any:
+async def get_run(worker_id: WorkerId, run_id: RunId, principal: Auth, runtime: RuntimeDep) -> Any:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     try:
         run = await router_of(runtime).tasks.get_run(RunRef(tenant_id, worker, run_id))

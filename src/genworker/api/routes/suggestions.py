@@ -11,11 +11,13 @@ from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from genworker.api.auth import loaded_worker, require_principal
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import SuggestionId, WorkerId
 from genworker.auth import Principal
 from genworker.autonomy.suggestions import (
     FeedbackStore,
@@ -28,15 +30,14 @@ from genworker.runtime.composition import Runtime
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["suggestions"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["suggestions"], responses=error_responses(404, 503))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-class FeedbackBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=4000)
+class FeedbackBody(RequestBody):
+    text: str = Field(min_length=1, max_length=4000, pattern=r"\S", description="not only white space")
 
 
 def _suggestions(runtime: Runtime) -> SuggestionAggregate:
@@ -53,7 +54,7 @@ def _feedback(runtime: Runtime) -> FeedbackStore:
 
 @router.get("/suggestions", summary="Suggestions, newest first")
 async def list_suggestions(
-    worker_id: str,
+    worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
     status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = "pending",
@@ -65,7 +66,7 @@ async def list_suggestions(
 
 
 @router.post("/suggestions/detect", summary="Run the suggestion detectors now; returns the new suggestions")
-async def detect(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def detect(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
     aggregate = _suggestions(runtime)
     if runtime.router is None:
@@ -74,10 +75,14 @@ async def detect(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[s
     return {"worker_id": worker.worker_id, "created": [asdict(s) for s in found]}
 
 
-@router.post("/suggestions/{suggestion_id}/{decision}", summary="Approve (applies it) or reject a suggestion")
+@router.post(
+    "/suggestions/{suggestion_id}/{decision}",
+    summary="Approve (applies it) or reject a suggestion",
+    responses=error_responses(409),
+)
 async def decide(
-    worker_id: str,
-    suggestion_id: str,
+    worker_id: WorkerId,
+    suggestion_id: SuggestionId,
     decision: Literal["approve", "reject"],
     principal: Auth,
     runtime: RuntimeDep,
@@ -99,17 +104,20 @@ async def decide(
 
 
 @router.post("/feedback", summary="Record feedback for the worker", status_code=201)
-async def add_feedback(worker_id: str, body: FeedbackBody, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def add_feedback(worker_id: WorkerId, body: FeedbackBody, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    entry = await asyncio.to_thread(
-        _feedback(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
-    )
+    try:
+        entry = await asyncio.to_thread(
+            _feedback(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
+        )
+    except ValueError as exc:  # white space only, as str.strip() sees it
+        raise ApiError(422, "validation_error", f"body.text: {exc}") from None
     return {"feedback": entry}
 
 
 @router.get("/feedback", summary="Recorded feedback, newest first")
 async def list_feedback(
-    worker_id: str, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
+    worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
     items = await asyncio.to_thread(_feedback(runtime).list, worker.tenant_id, worker.worker_id, limit)

@@ -13,7 +13,8 @@ from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import UndoId, WorkerId
 from genworker.auth import Principal
 from genworker.ids import InvalidIdError
 from genworker.runtime.composition import Runtime
@@ -21,7 +22,7 @@ from genworker.tools.middlewares.undo_window import DeferredCall, DeferredState,
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}/deferred-actions", tags=["undo"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}/deferred-actions", tags=["undo"], responses=error_responses(404))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
@@ -34,7 +35,7 @@ def _not_found(undo_id: str, why: str | None = None) -> ApiError:
 
 @router.get("", summary="A worker's deferred actions, newest first (pending ones can still be undone)")
 async def list_deferred(
-    worker_id: str,
+    worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
     state: Annotated[DeferredState | None, Query(description=f"one of {', '.join(STATES)}")] = None,
@@ -48,13 +49,13 @@ async def list_deferred(
 
 
 @router.get("/{undo_id}", summary="One deferred action")
-async def get_deferred(worker_id: str, undo_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def get_deferred(worker_id: WorkerId, undo_id: UndoId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
     return (await _read(runtime, tenant_id, worker, undo_id)).as_json()
 
 
-@router.post("/{undo_id}/undo", summary="Undo a pending action: it never executes")
-async def undo_deferred(worker_id: str, undo_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post("/{undo_id}/undo", summary="Undo a pending action: it never executes", responses=error_responses(409))
+async def undo_deferred(worker_id: WorkerId, undo_id: UndoId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
     try:
         record = await runtime.tools.undo.undo(tenant_id, worker, undo_id, by=f"key:{principal.key_id}")

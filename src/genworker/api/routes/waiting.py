@@ -7,11 +7,13 @@ from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, MATCH_KEY_PATTERN, PlanId, WorkerId
 from genworker.auth import Principal
 from genworker.autonomy.waiting import (
     WaitingPlan,
@@ -22,33 +24,43 @@ from genworker.autonomy.waiting import (
     plan_to_json,
     validate_match_key,
 )
-from genworker.ids import InvalidIdError, validate_id
+from genworker.ids import InvalidIdError
 from genworker.runtime.composition import Runtime
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["waiting"])
+router = APIRouter(tags=["waiting"], responses=error_responses(503))
+_WORKER = error_responses(404)
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-class WaitBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+MatchKey = Annotated[
+    str,
+    Field(
+        max_length=256,
+        pattern=MATCH_KEY_PATTERN,
+        description="':'-separated words (at least two) of letters, digits and _.-/#@, e.g. github:issue:42:updated",
+    ),
+]
+OptionalId = Annotated[str | None, Field(max_length=ID_MAX_LENGTH, pattern=ID_SCHEMA_PATTERN)]
 
-    match_key: str = Field(description="e.g. github:issue:42:updated")
+
+class WaitBody(RequestBody):
+    match_key: MatchKey
     title: str = ""
-    timeout_hours: float | None = Field(default=None, gt=0, description="default: the policy's 24 h")
+    timeout_hours: float | None = Field(
+        default=None, gt=0, le=720, description="up to 30 days; default: the policy's 24 h"
+    )
     text: str | None = Field(default=None, description="the task text routed when the plan resumes")
-    duty_id: str | None = None
+    duty_id: OptionalId = None
     requires_confirmation: bool = False
-    plan_id: str | None = None
+    plan_id: OptionalId = None
 
 
-class EventBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    match_key: str
+class EventBody(RequestBody):
+    match_key: MatchKey
     event_id: str = Field(min_length=1, max_length=200)
     payload: dict[str, Any] | None = Field(default=None, description="what arrived; the resumed run reads it")
 
@@ -79,14 +91,15 @@ def _json(plan: WaitingPlan) -> dict[str, Any]:
     return data
 
 
-@router.post("/api/v1/workers/{worker_id}/waiting", status_code=201, summary="Park a plan until an event matches")
-async def create_wait(worker_id: str, body: WaitBody, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/api/v1/workers/{worker_id}/waiting",
+    status_code=201,
+    summary="Park a plan until an event matches",
+    responses=_WORKER,
+)
+async def create_wait(worker_id: WorkerId, body: WaitBody, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker, service = _scope(principal, runtime, worker_id)
     resume = {k: v for k, v in {"text": body.text, "duty_id": body.duty_id}.items() if v}
-    try:
-        plan_id = validate_id(body.plan_id, "plan id") if body.plan_id is not None else None
-    except InvalidIdError as exc:
-        raise ApiError(422, "invalid_plan_id", f"body.plan_id: {exc}") from None
     plan = await service.wait(
         tenant_id,
         worker,
@@ -95,22 +108,22 @@ async def create_wait(worker_id: str, body: WaitBody, principal: Auth, runtime: 
         wait_for=timedelta(hours=body.timeout_hours) if body.timeout_hours else None,
         requires_confirmation=body.requires_confirmation,
         resume=resume,
-        plan_id=plan_id,
+        plan_id=body.plan_id,
     )
     return {"plan": _json(plan)}
 
 
-@router.get("/api/v1/workers/{worker_id}/waiting", summary="The worker's WAITING plans")
+@router.get("/api/v1/workers/{worker_id}/waiting", summary="The worker's WAITING plans", responses=_WORKER)
 async def list_waits(
-    worker_id: str, principal: Auth, runtime: RuntimeDep, state: Annotated[WaitState | None, Query()] = None
+    worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, state: Annotated[WaitState | None, Query()] = None
 ) -> dict[str, Any]:
     tenant_id, worker, service = _scope(principal, runtime, worker_id)
     plans = await service.store.list(tenant_id, worker, state)
     return {"worker_id": worker, "state": state, "plans": [_json(p) for p in plans]}
 
 
-@router.get("/api/v1/workers/{worker_id}/waiting/{plan_id}", summary="One plan")
-async def get_wait(worker_id: str, plan_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.get("/api/v1/workers/{worker_id}/waiting/{plan_id}", summary="One plan", responses=_WORKER)
+async def get_wait(worker_id: WorkerId, plan_id: PlanId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker, service = _scope(principal, runtime, worker_id)
     try:
         plan = await service.store.get(tenant_id, worker, plan_id)
@@ -135,17 +148,29 @@ async def _act(runtime: Runtime, principal: Principal, worker_id: str, plan_id: 
     return {"plan": _json(plan)}
 
 
-@router.post("/api/v1/workers/{worker_id}/waiting/{plan_id}/resume", summary="Resume a plan by hand")
-async def resume_wait(worker_id: str, plan_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/api/v1/workers/{worker_id}/waiting/{plan_id}/resume",
+    summary="Resume a plan by hand",
+    responses=error_responses(404, 409),
+)
+async def resume_wait(worker_id: WorkerId, plan_id: PlanId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     return await _act(runtime, principal, worker_id, plan_id, "resume")
 
 
-@router.post("/api/v1/workers/{worker_id}/waiting/{plan_id}/cancel", summary="Cancel a waiting or held plan")
-async def cancel_wait(worker_id: str, plan_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+@router.post(
+    "/api/v1/workers/{worker_id}/waiting/{plan_id}/cancel",
+    summary="Cancel a waiting or held plan",
+    responses=error_responses(404, 409),
+)
+async def cancel_wait(worker_id: WorkerId, plan_id: PlanId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     return await _act(runtime, principal, worker_id, plan_id, "cancel")
 
 
-@router.post("/api/v1/waiting/events", summary="Deliver an event: wake the tenant's plans waiting on its match_key")
+@router.post(
+    "/api/v1/waiting/events",
+    summary="Deliver an event: wake the tenant's plans waiting on its match_key",
+    responses=error_responses(403),
+)
 async def deliver_event(
     body: EventBody,
     principal: Auth,

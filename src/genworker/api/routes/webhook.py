@@ -26,9 +26,10 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
-from genworker.api.auth import principal_worker, require_principal, worker_not_found
+from genworker.api.auth import API_KEY_SCHEME, principal_worker, require_principal, worker_not_found
 from genworker.api.deps import runtime_of
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import ID_MAX_LENGTH, ID_RULE, ID_SCHEMA_PATTERN
 from genworker.autonomy.inbox import InboxWriter
 from genworker.autonomy.sensing.base import utc_now
 from genworker.autonomy.sensing.errors import SensorConfigError
@@ -75,8 +76,22 @@ def _param(name: str, where: str, schema: dict[str, Any], *, required: bool) -> 
     return {"name": name, "in": where, "required": required, "schema": schema}
 
 
-_PATH_WORKER = _param("worker_id", "path", {"type": "string", "title": "Worker Id"}, required=True)
-_PATH_TENANT = _param("tenant_id", "path", {"type": "string", "title": "Tenant Id"}, required=True)
+def _id(title: str) -> dict[str, Any]:
+    return {"type": "string", "title": title, "pattern": ID_SCHEMA_PATTERN, "maxLength": ID_MAX_LENGTH}
+
+
+_PATH_WORKER = {**_param("worker_id", "path", _id("Worker Id"), required=True), "description": ID_RULE}
+_PATH_TENANT = {**_param("tenant_id", "path", _id("Tenant Id"), required=True), "description": ID_RULE}
+# webhook._valid_key: 1-200 printable ASCII; a header value does not begin or end with a space
+_IDEMPOTENCY_KEY = {
+    **_param(
+        "Idempotency-Key",
+        "header",
+        {"type": "string", "pattern": r"^[\x21-\x7e](?:[\x20-\x7e]{0,198}[\x21-\x7e])?$"},
+        required=False,
+    ),
+    "description": "1-200 printable ASCII characters: a retry with the same key is not stored twice",
+}
 _QUERY_SENSOR = _param(
     "sensor", "query", {"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Sensor"}, required=False
 )
@@ -96,7 +111,7 @@ _BODY_DOC: dict[str, Any] = {
             }
         },
     },
-    "parameters": [_param("Idempotency-Key", "header", {"type": "string"}, required=False)],
+    "parameters": [_IDEMPOTENCY_KEY],
 }
 
 
@@ -120,6 +135,7 @@ class IngestResponse(BaseModel):
 _KEYED_DOC: dict[str, Any] = {
     **_BODY_DOC,
     "parameters": [_PATH_WORKER, _QUERY_SENSOR, *_BODY_DOC["parameters"]],
+    "security": [{API_KEY_SCHEME: []}],
 }
 
 _SIGNED_DOC: dict[str, Any] = {
@@ -135,7 +151,13 @@ _SIGNED_DOC: dict[str, Any] = {
 }
 
 
-@router.post("/ingest/{worker_id}", status_code=202, response_model=IngestResponse, openapi_extra=_KEYED_DOC)
+@router.post(
+    "/ingest/{worker_id}",
+    status_code=202,
+    response_model=IngestResponse,
+    openapi_extra=_KEYED_DOC,
+    responses=error_responses(400, 401, 403, 404, 413, 503),
+)
 async def ingest_with_key(request: Request) -> JSONResponse:
     principal = await require_principal(request)
     tenant_id, worker_id = principal_worker(principal, request.path_params["worker_id"])
@@ -143,7 +165,11 @@ async def ingest_with_key(request: Request) -> JSONResponse:
 
 
 @router.post(
-    "/ingest/{tenant_id}/{worker_id}", status_code=202, response_model=IngestResponse, openapi_extra=_SIGNED_DOC
+    "/ingest/{tenant_id}/{worker_id}",
+    status_code=202,
+    response_model=IngestResponse,
+    openapi_extra=_SIGNED_DOC,
+    responses=error_responses(400, 401, 404, 413, 503),
 )
 async def ingest_signed(request: Request) -> JSONResponse:
     tenant_id, worker_id = request.path_params["tenant_id"], request.path_params["worker_id"]

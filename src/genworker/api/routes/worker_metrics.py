@@ -8,25 +8,28 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from genworker.api.auth import loaded_worker, require_principal
+from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import MetricName, WorkerId
 from genworker.auth import Principal
 from genworker.autonomy.duties import MetricError, WorkerMetrics
+from genworker.autonomy.duties.worker_metrics import BUILTIN_PREFIX
 from genworker.runtime.composition import Runtime
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}/metrics", tags=["duties"])
+router = APIRouter(prefix="/api/v1/workers/{worker_id}/metrics", tags=["duties"], responses=error_responses(404, 503))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-class MetricBody(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"value": 12}, {"value": True}]})
+class MetricBody(RequestBody):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"value": 12}, {"value": True}]})
     value: bool | float = Field(description="a finite number, or true/false")
 
 
@@ -36,11 +39,19 @@ def _metrics(runtime: Runtime) -> WorkerMetrics:
     return runtime.metrics
 
 
-@router.put("/{name}", summary="Report a metric's current value (condition triggers compare it with their rule)")
+@router.put(
+    "/{name}",
+    summary="Report a metric's current value (condition triggers compare it with their rule)",
+    responses=error_responses(409),
+)
 async def report_metric(
-    worker_id: str, name: str, body: MetricBody, principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId, name: MetricName, body: MetricBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
+    if name.startswith(BUILTIN_PREFIX):  # a resource that exists and is read-only: not a malformed request
+        raise ApiError(
+            409, "metric_builtin", f"metric {name!r} is built in (read from the inbox) and cannot be reported"
+        )
     try:
         entry = await _metrics(runtime).report(worker.tenant_id, worker.worker_id, name, body.value)
     except MetricError as exc:
@@ -49,7 +60,7 @@ async def report_metric(
 
 
 @router.get("", summary="The worker's reported metrics and the built-in inbox counts")
-async def list_metrics(worker_id: str, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+async def list_metrics(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
     metrics = _metrics(runtime)
     try:

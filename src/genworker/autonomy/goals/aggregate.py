@@ -218,6 +218,7 @@ class GoalAggregate:
     def _edit_locked(
         self, tenant_id: str, worker_id: str, goal_id: str, command: str, mutate: Callable[[Any], None]
     ) -> GoalChange:
+        self.path_of(tenant_id, worker_id, goal_id)  # an invalid or unknown id leaves no lock file behind
         lock = self._worker_dir(tenant_id, worker_id) / "runtime" / "locks" / "goals" / f"{goal_id}.lock"
         with file_lock(lock):
             path = self.path_of(tenant_id, worker_id, goal_id)
