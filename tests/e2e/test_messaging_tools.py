@@ -305,3 +305,97 @@ class Announced:
     def wait(self, state: str) -> None:
         with self.changed:
             assert self.changed.wait_for(lambda: state in self.states, 30), self.states
+
+
+def test_a_worker_whose_sends_need_approval_gets_a_confirmation_and_the_approved_call_sends_once(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(
+        call("send_message", call_id="c-approve", to="dana", text="Quote: 12k EUR."),
+        Reply("Sent the quote.", check=lambda body: tool_result(body).startswith("Sent to Dana Lee (slack)")),
+    )
+    s = setup("tool_effect_overrides: {send_message: {requires_approval: true}}\n")
+    events = s.chat("Send Dana the quote.")
+    assert any(e["type"] == "CUSTOM" and e["name"] == "approval_required" for e in events)
+    [pending] = s.http.get("/api/v1/workers/alice/confirmations?status=pending").json()["confirmations"]
+    assert pending["kind"] == "tool" and pending["tool_call"]["name"] == "send_message"
+    [notice] = s.vendor.calls(POST)  # a confirmation instead of a send: announced on the default chat
+    assert notice.body["channel"] == "C-OPS" and pending["confirmation_id"] in notice.body["text"]
+    approved = s.http.post(f"/api/v1/workers/alice/confirmations/{pending['confirmation_id']}/approve")
+    assert approved.status_code == 200 and approved.json()["output"] == "Sent the quote."
+    [sent] = [r.body for r in s.vendor.calls(POST) if r.body["channel"] == "U-DANA"]
+    assert sent["text"] == "Quote: 12k EUR."
+    again = s.http.post(f"/api/v1/workers/alice/confirmations/{pending['confirmation_id']}/approve")
+    assert again.status_code == 409 and len(s.vendor.calls(POST)) == 2
+
+
+def test_an_autonomous_send_without_a_mandate_for_it_becomes_a_confirmation(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    s = setup()  # high_risk_auto_enabled is off: external effects of a duty run need a person
+    fired = s.http.post("/api/v1/workers/alice/duties/notify/run", json={"evidence": EVIDENCE}).json()
+    assert fired["run"]["state"] == "waiting_approval"
+    [pending] = s.http.get("/api/v1/workers/alice/confirmations?status=pending").json()["confirmations"]
+    assert "high_risk_auto_enabled" in " ".join(pending["reasons"])
+    assert model_server.requests == []
+    assert [r.body["channel"] for r in s.vendor.calls(POST)] == ["C-OPS"]  # the confirmation's notice only
+
+
+def test_the_undo_window_holds_a_send_and_an_undo_means_it_never_leaves(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(call("send_message", to="dana", text="Deploy done."), Reply("Scheduled."))
+    s = setup(policy={"high_risk_auto_enabled": True, "undo_window_seconds": 3600})
+    fired = s.http.post("/api/v1/workers/alice/duties/notify/run", json={"evidence": EVIDENCE}).json()
+    assert fired["run"]["state"] == "completed"
+    [held] = s.http.get("/api/v1/workers/alice/deferred-actions?state=pending").json()["deferred_actions"]
+    assert held["tool"] == "send_message" and s.vendor.calls(POST) == []
+    undone = s.http.post(f"/api/v1/workers/alice/deferred-actions/{held['undo_id']}/undo")
+    assert undone.status_code == 200 and undone.json()["state"] == "undone"
+    assert s.vendor.calls(POST) == []
+    assert asyncio.run(s.runtime.outbox.entries("acme", "alice")) == []  # type: ignore[union-attr]
+
+
+def test_a_held_send_leaves_once_when_its_window_ends(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(call("send_message", to="dana", text="Deploy done."), Reply("Scheduled."))
+    s = setup(policy={"high_risk_auto_enabled": True, "undo_window_seconds": 1})
+    fired = s.http.post("/api/v1/workers/alice/duties/notify/run", json={"evidence": EVIDENCE}).json()
+    [sent] = s.vendor.wait_for(POST, 1)
+    assert (sent.body["channel"], sent.body["text"]) == ("U-DANA", "Deploy done.")
+    [entry] = asyncio.run(s.runtime.outbox.entries("acme", "alice"))  # type: ignore[union-attr]
+    assert entry.key == f"tool:{fired['run']['run_id']}:c1" and entry.origin["caller"] == "system"
+    [done] = s.http.get("/api/v1/workers/alice/deferred-actions").json()["deferred_actions"]
+    assert done["state"] in ("executing", "executed")
+    assert len(s.vendor.calls(POST)) == 1
+
+
+def test_email_tools_list_the_folders_and_find_mail(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    def sees_folders(body: dict[str, Any]) -> None:
+        names = tool_result(body).splitlines()
+        assert names[0] == "INBOX" and "Support" in names
+
+    def finds_the_invoice(body: dict[str, Any]) -> None:
+        result = tool_result(body)
+        assert "Globex Billing <billing@globex.example> | Invoice 42 overdue" in result
+        assert "Lunch" not in result
+
+    def finds_nothing_in_the_inbox(body: dict[str, Any]) -> None:
+        assert tool_result(body) == "no messages in INBOX match"
+
+    model_server.expect(
+        call("email_list_folders"),
+        Reply("Folders listed.", check=sees_folders),
+        call("email_search", call_id="c2", query="invoice 42", folder="Support", since="2020-01-01"),
+        Reply("Found it.", check=finds_the_invoice),
+        call("email_search", call_id="c3", query="invoice", sender="globex"),
+        Reply("Nothing.", check=finds_nothing_in_the_inbox),
+        call("email_search", call_id="c4", folder='Sup"port'),
+        Reply("Bad.", check=lambda body: "use a name email_list_folders gives" in tool_result(body)),
+    )
+    s = setup()
+    for ask in ("Which folders?", "Find the invoice in Support.", "Any invoice in the inbox?", "Bad folder."):
+        assert s.chat(ask)[-1]["type"] == "RUN_FINISHED"
