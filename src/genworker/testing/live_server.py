@@ -17,14 +17,16 @@ __all__ = ["LiveServer", "serve"]
 
 
 class LiveServer:
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, app: FastAPI, *, ws: str = "auto") -> None:
+        """`ws`: uvicorn's WebSocket implementation; a server with WebSocket routes wants
+        "websockets-sansio" (its default one is websockets' deprecated legacy API)."""
         self._socket = loopback_listener()
         self.port = int(self._socket.getsockname()[1])
         # asyncio's loop: on uvloop (what `genworker run` gets) a server that has served chat turns cannot
         # close its loop in this thread (OSError EBUSY in loop.close(): connections still open, such as
         # LiteLLM's pooled ones). A process exits before closing its loop; the subprocess tests run uvloop.
         config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", loop="asyncio"
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on", loop="asyncio", ws=ws
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

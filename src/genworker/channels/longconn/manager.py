@@ -91,6 +91,7 @@ class LongConnections:
         self.on_change = on_change
         self.sessions = sessions
         self.states: dict[str, ConnectionState] = {}
+        self.listeners: list[Callable[[ConnectionState], None]] = []  # every state change (tests wait on them)
         self._running: dict[str, _Running] = {}
         self._stopping: set[asyncio.Task[None]] = set()
 
@@ -109,7 +110,7 @@ class LongConnections:
 
     def _start(self, binding: ChannelBinding) -> None:
         state = ConnectionState(binding.adapter_id, binding.platform, binding.channel.connection_mode)
-        state.on_change = lambda _s: self._changed()
+        state.on_change = self._state_changed
         self.states[binding.adapter_id] = state
         problem = modes.problem(binding)
         if problem is not None:
@@ -169,6 +170,11 @@ class LongConnections:
             reason = f"{len(down)} of {len(states)} long connections down; {first.adapter_id}: {first.error}"
             return ComponentRuntimeStatus(COMPONENT, ComponentStatus.DEGRADED, reason, "vendor SDKs", details)
         return ComponentRuntimeStatus(COMPONENT, ComponentStatus.READY, "", "vendor SDKs", details)
+
+    def _state_changed(self, state: ConnectionState) -> None:
+        for listener in self.listeners:
+            listener(state)
+        self._changed()
 
     def _changed(self) -> None:
         self.on_change(self.component())
