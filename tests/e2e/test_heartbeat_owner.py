@@ -20,6 +20,7 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.heartbeat import AttentionReport
 from genworker.autonomy.inbox import FileInboxStore, InboxItem, new_item
+from genworker.channels.outbound import RetryPolicy
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env
@@ -157,3 +158,22 @@ def test_in_quiet_hours_only_a_p0_fact_interrupts(
     s.sense(title="db1 down", priority="P0")
     assert s.heartbeat()["summary"]["delivery"] == "sent: Dana Lee (slack)"
     assert len(s.owner_messages()) == 1
+
+
+def test_when_no_channel_takes_the_report_it_goes_into_the_brief_and_is_not_re_sent(
+    setup: Callable[[str], Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply(ATTENTION))
+    s = setup("")
+    assert s.runtime.channel_replier is not None and s.runtime.outbox is not None
+    s.runtime.channel_replier.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)
+    s.vendor.down[POST] = 503
+    s.sense()
+    report = s.heartbeat()
+    assert report["summary"]["delivery"] == "briefed: delivery_failed"
+    tried = [r.body["channel"] for r in s.vendor.calls(POST)]
+    assert tried == ["U-DANA"] * 4 + ["C-OPS"] * 4  # the owner's DM, then the default chat
+    [held] = s.http.get("/api/v1/workers/alice/briefs/pending").json()["items"]
+    assert held["reason"] == "delivery_failed" and "HTTP 503" in held["detail"]
+    [entry] = asyncio.run(s.runtime.outbox.entries("acme", "alice"))
+    assert entry.state == "failed" and entry.next_at is None  # nothing left to re-send
