@@ -89,11 +89,13 @@ def _check(args: argparse.Namespace) -> int:
         print(f"genworker: workspace folder {settings.workspace} does not exist", file=sys.stderr)
         return 1
     from genworker.autonomy.sensing.filters import filter_issues  # the sensors stack: only check needs it
+    from genworker.channels.longconn.check import longconn_issues
 
     registry = WorkspaceRegistry.from_settings(settings)
     with explaining() if args.explain else nullcontext():
         summary = cli_local.load_with_progress(registry, cli_output.progress_enabled(args.progress))
     issues = registry.issues() + [i for w in registry.workers() for i in filter_issues(registry.root, w)]
+    issues += longconn_issues(registry)  # long connections without their SDK or credentials
     notes = registry.notes() if args.explain else []
     errors = [i for i in issues if i.severity == "error"]
     if args.json:

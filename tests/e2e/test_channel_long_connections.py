@@ -162,3 +162,81 @@ def test_slack_socket_mode(serve: Callable[..., Server], model_server: ScriptedM
     assert server.metric("genworker_channel_long_connection_reconnects_total", platform="slack") >= 2
     assert server.metric("genworker_channel_long_connection_last_event_timestamp_seconds", platform="slack") > 0
     model_server.assert_done()
+
+
+def test_feishu_long_connection(serve: Callable[..., Server], model_server: ScriptedModelServer) -> None:
+    standin = FeishuLongConnection(*FEISHU_APP)
+    creds = {"feishu": {"app_id": FEISHU_APP[0], "app_secret": FEISHU_APP[1]}}
+    server = serve(standin, "{type: feishu, connection_mode: WebSocket}", creds)
+    adapter = "acme~alice~feishu"
+    standin.wait_connected()
+    server.watch.status(adapter, "connected")
+    assert standin.opened == [{"AppID": FEISHU_APP[0], "AppSecret": FEISHU_APP[1]}]
+    standin.wait(lambda: bool(standin.received), "ping")  # lark's client pings on connecting
+
+    model_server.expect(Reply("pong"))
+    first = standin.push(feishu_event("ping", "om_first"))
+    assert standin.wait_ack(first).body["code"] == 200
+    server.handled.wait_for("om_first")
+    [reply] = standin.vendor.wait_for("/open-apis/im/v1/messages/om_first/reply", 1)
+    assert json.loads(reply.body["content"]) == {"text": "pong"}
+
+    model_server.expect(Reply("second answer"))
+    standin.lose_next_ack()
+    second = feishu_event("second", "om_second")
+    assert standin.wait_ack(standin.push(second)).lost
+    standin.wait_connected(total=2)
+    server.watch.until(adapter, lambda s: s.status == "connected" and s.reconnects == 1)
+    assert standin.wait_ack(standin.push(second)).body["code"] == 200  # Feishu resends the unacked event
+    server.handled.wait_for("om_second")
+    standin.vendor.wait_for("/open-apis/im/v1/messages/om_second/reply", 1)
+    assert server.handled.history.count(("om_second", "replied")) == 1
+
+    standin.drop()  # no ack pending: the connection just goes
+    standin.wait_connected(total=3)
+    state = server.watch.until(adapter, lambda s: s.status == "connected" and s.reconnects == 2)
+    assert state.events == 3
+    help_ = standin.push(feishu_event("/help", "om_help"))
+    standin.wait_ack(help_)
+    server.handled.wait_for("om_help")
+    [answer] = standin.vendor.wait_for("/open-apis/im/v1/messages/om_help/reply", 1)
+    assert "/status" in json.loads(answer.body["content"])["text"]
+    assert len(standin.vendor.calls("/open-apis/im/v1/messages/om_second/reply")) == 1
+    assert server.debug_connection(adapter)["status"] == "connected"
+    model_server.assert_done()
+
+
+def test_dingtalk_stream(serve: Callable[..., Server], model_server: ScriptedModelServer) -> None:
+    standin = DingTalkStream(*DINGTALK_APP)
+    creds = {"dingtalk": {"client_id": DINGTALK_APP[0], "client_secret": DINGTALK_APP[1]}}
+    server = serve(standin, "{type: dingtalk, connection_mode: STREAM}", creds)
+    adapter = "acme~alice~dingtalk"
+    standin.wait_connected()
+    server.watch.status(adapter, "connected")
+    [opened] = standin.opened
+    assert (opened["clientId"], opened["clientSecret"]) == DINGTALK_APP
+    hook = f"{standin.url}/robot/sendBySession?session=s1"
+
+    ping = standin.ping()  # a SYSTEM frame: the SDK answers it
+    assert json.loads(standin.wait_ack(ping).body["data"]) == {"opaque": "ping-1"}
+
+    model_server.expect(Reply("pong"))
+    first = standin.push(bot_message("ping", "msg-first", hook))
+    assert standin.wait_ack(first).body["code"] == 200
+    server.handled.wait_for("msg-first")
+    [reply] = standin.vendor.wait_for("/robot/sendBySession", 1)
+    assert reply.query == {"session": "s1"} and reply.body["text"]["content"] == "pong"
+
+    model_server.expect(Reply("second answer"))
+    standin.lose_next_ack()
+    second = bot_message("second", "msg-second", hook)
+    assert standin.wait_ack(standin.push(second)).lost
+    standin.wait_connected(total=2)
+    server.watch.until(adapter, lambda s: s.status == "connected" and s.reconnects == 1)
+    assert standin.wait_ack(standin.push(second)).body["code"] == 200
+    server.handled.wait_for("msg-second")
+    replies = standin.vendor.wait_for("/robot/sendBySession", 2)
+    assert [r.body["text"]["content"] for r in replies] == ["pong", "second answer"]
+    assert server.handled.history.count(("msg-second", "replied")) == 1
+    assert all(used for used in standin.tickets.values()) and len(standin.tickets) == 2
+    model_server.assert_done()

@@ -1,5 +1,5 @@
 """Channel bindings from a PERSONA.md written the upstream genworker way: the same platform twice,
-long-connection modes (served by webhook here, and said so), upstream's spellings."""
+long-connection modes (a binding that cannot connect says why), upstream's spellings."""
 
 from __future__ import annotations
 
@@ -45,10 +45,7 @@ def test_the_same_platform_twice_and_long_connection_modes(registry: ChannelRegi
     assert [b.adapter_id for b in (socket, webhook, feishu)] == ["acme~w~slack", "acme~w~slack-2", "acme~w~feishu"]
     assert registry.resolve("acme~w~slack-2") == webhook
     assert (socket.channel.connection_mode, socket.channel.reply_mode) == ("socket_mode", "streaming")
-    assert socket.limitation == (
-        "connection_mode socket_mode: long connections are not supported yet; "
-        "events arrive by webhook at /api/v1/channel/acme~w~slack/webhook"
-    )
+    assert socket.limitation.startswith("slack.app_token: not set: slack Socket Mode cannot connect without it")
     assert webhook.limitation == ""
 
 
@@ -57,6 +54,6 @@ async def test_the_dashboard_shows_a_long_connection_binding_degraded(registry: 
     runtime = SimpleNamespace(channels=SimpleNamespace(registry=registry, processor=None), components={})
     block = await channels_block(SimpleNamespace(runtime=runtime, tenant_id="acme", worker_id="w"))  # type: ignore[arg-type]
     listed = {c["adapter_id"]: (c["status"], c["note"]) for c in block["channels"]}
-    assert listed["acme~w~slack"][0] == "degraded" and "events arrive by webhook" in listed["acme~w~slack"][1]
+    assert listed["acme~w~slack"][0] == "degraded" and "slack.app_token" in listed["acme~w~slack"][1]
     assert listed["acme~w~slack-2"] == ("not_started", "")
     assert listed["acme~w~feishu"] == ("missing_credentials", listed["acme~w~feishu"][1])

@@ -50,13 +50,14 @@ class ChannelBinding:
 
     @property
     def limitation(self) -> str:
-        """Why this binding does not work the way its connection_mode asks ("" when it does)."""
+        """Why this binding cannot work the way its connection_mode asks ("" when it can): a long
+        connection without its SDK or credentials, or on a platform that has none here."""
+        from genworker.channels.longconn.modes import problem  # it reads bindings
+
         if self.channel.connection_mode not in LONG_CONNECTION_MODES:
             return ""
-        return (
-            f"connection_mode {self.channel.connection_mode}: long connections are not supported yet; "
-            f"events arrive by webhook at /api/v1/channel/{self.adapter_id}/webhook"
-        )
+        found = problem(self)
+        return f"{found[0]}: {found[1]}" if found is not None else ""
 
 
 def adapter_id_for(tenant_id: str, worker_id: str, channel: Channel) -> str:

@@ -294,19 +294,24 @@ async def channels(ctx: BlockContext) -> dict[str, Any]:
     ingress = component.status.value if component is not None else "not_started"
     processor = getattr(service, "processor", None)
     can_reply = getattr(processor, "replier", None) is not None
-    listed = [
-        {
-            "adapter_id": b.adapter_id,
-            "platform": b.platform,
-            "connection_mode": b.channel.connection_mode,
-            "chat_ids": list(b.channel.chat_ids),
-            "credentials": b.credentials is not None,
-            "status": "missing_credentials" if b.credentials is None else "degraded" if b.limitation else ingress,
-            "note": b.limitation,  # e.g. a long-connection mode served by webhook
-            "webhook": f"/api/v1/channel/{b.adapter_id}/webhook",
-        }
-        for b in registry.bindings(ctx.tenant_id, ctx.worker_id)
-    ]
+    long_connections = getattr(ctx.runtime, "long_connections", None)
+    listed = []
+    for b in registry.bindings(ctx.tenant_id, ctx.worker_id):
+        state = long_connections.state(b.adapter_id) if long_connections is not None else None
+        status = state.status if state is not None else ingress  # a long connection's own status
+        listed.append(
+            {
+                "adapter_id": b.adapter_id,
+                "platform": b.platform,
+                "connection_mode": b.channel.connection_mode,
+                "chat_ids": list(b.channel.chat_ids),
+                "credentials": b.credentials is not None,
+                "status": "missing_credentials" if b.credentials is None else "degraded" if b.limitation else status,
+                "note": b.limitation,  # e.g. a long connection without its SDK or credentials
+                "webhook": f"/api/v1/channel/{b.adapter_id}/webhook",
+                "long_connection": state.as_dict() if state is not None else None,  # connected, reconnects, ...
+            }
+        )
     owed: dict[str, Any] = {"undelivered": [], "attention": []}
     if processor is not None and callable(getattr(processor, "undelivered", None)):  # what IM users are still owed
         owed["undelivered"] = await processor.undelivered(ctx.tenant_id, ctx.worker_id)

@@ -123,7 +123,7 @@ def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCre
         elif model is None:
             issues.warn(rel, "unknown platform (ignored)", platform)
         elif isinstance(value, dict):
-            for key in sorted(value.keys() - model.model_fields.keys()):
+            for key in sorted(value.keys() - model.accepted_keys()):
                 issues.warn(rel, "unknown credential key (ignored)", f"{platform}.{key}")
 
     def check() -> tuple[ChannelCredentials, list[Issue]]:

@@ -8,6 +8,7 @@ vendor SDK (the `longconn` extra) and the credentials the vendor console shows f
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ def uses_long_connection(channel: Channel) -> bool:
     return str(channel.connection_mode).lower() in LONG_MODES
 
 
+@functools.cache
 def _installed(module: str) -> bool:
     try:
         return importlib.util.find_spec(module) is not None

@@ -32,6 +32,10 @@ function when(iso) {
   return isNaN(d) ? iso : d.toLocaleString();
 }
 function say(text) { $("#status").textContent = text; }
+function longConnection(lc) {  // a binding's long connection: reconnects, last event, why it is down
+  return ` · ${lc.reconnects} reconnects · last event ${lc.last_event_at ? when(lc.last_event_at) : "none"}` +
+    (lc.error ? ` · ${lc.error}` : "") + (lc.holder ? ` · held by ${lc.holder}` : "");
+}
 
 async function api(path, options = {}) {
   const headers = { Accept: "application/json", ...(options.headers || {}) };
@@ -327,7 +331,7 @@ const RENDERERS = {
     const owing = owed.length ? [el("h3", { text: `Owed to people on IM (${owed.length})` }), el("ul", {}, owed)] : [];
     if (!data.channels.length) return [head, muted("No channels configured."), ...owing];
     return [head, el("ul", {}, data.channels.map((c) => el("li", {}, `${c.platform} `, el("code", { text: c.adapter_id }),
-      ` (${c.connection_mode}) `, badge(c.status), c.note ? ` ${c.note}` : ""))), ...owing];
+      ` (${c.connection_mode}) `, badge(c.status), c.note ? ` ${c.note}` : "", c.long_connection ? longConnection(c.long_connection) : ""))), ...owing];
   },
   briefs(data) {
     const head = el("p", { class: "muted",

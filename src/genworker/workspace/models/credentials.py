@@ -7,7 +7,7 @@ read as text (`agent_id: 1000002`, a numeric `robot_code`), as upstream writes t
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 __all__ = [
     "ChannelCredentials",
@@ -21,6 +21,15 @@ __all__ = [
 
 class _Secrets(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", hide_input_in_errors=True, coerce_numbers_to_str=True)
+
+    @classmethod
+    def accepted_keys(cls) -> frozenset[str]:
+        """Field names and the other spellings they accept (`client_id` for DingTalk's `app_key`)."""
+        keys = set(cls.model_fields)
+        for info in cls.model_fields.values():
+            if isinstance(info.validation_alias, AliasChoices):
+                keys.update(c for c in info.validation_alias.choices if isinstance(c, str))
+        return frozenset(keys)
 
 
 class FeishuCredentials(_Secrets):
@@ -39,16 +48,27 @@ class WeComCredentials(_Secrets):
 
 
 class DingTalkCredentials(_Secrets):
-    app_key: SecretStr
-    app_secret: SecretStr
+    # the console's Client ID / Client Secret (formerly AppKey / AppSecret), which Stream mode asks for
+    app_key: SecretStr = Field(validation_alias=AliasChoices("app_key", "client_id"))
+    app_secret: SecretStr = Field(validation_alias=AliasChoices("app_secret", "client_secret"))
     robot_code: SecretStr | None = None
 
 
 class SlackCredentials(_Secrets):
     bot_token: SecretStr
     signing_secret: SecretStr  # required: Slack's webhooks cannot be verified without it
-    app_token: SecretStr | None = None
+    app_token: SecretStr | None = None  # app-level token, for Socket Mode
     team_id: str | None = None  # the Slack workspace id (not a secret)
+
+    @field_validator("app_token")
+    @classmethod
+    def _app_level(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith("xapp-"):
+            raise ValueError(
+                "an app-level token starts with xapp- (Slack app settings, Basic Information, App-Level Tokens; "
+                "the bot token xoxb-… goes in bot_token)"
+            )
+        return value
 
 
 class EmailCredentials(_Secrets):

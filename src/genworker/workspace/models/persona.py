@@ -217,8 +217,8 @@ class Mount(Model):
 
 CONNECTION_MODES = ("webhook", "websocket", "socket_mode", "stream", "polling")
 LONG_CONNECTION_MODES = frozenset({"websocket", "socket_mode", "stream"})
-"""Modes whose platforms push events over a long connection, which this server does not open yet:
-such a channel receives events by webhook."""
+"""Modes whose platforms push events over a long connection (genworker.channels.longconn opens it
+with the vendor's SDK; `genworker check` says when a binding lacks the SDK or its credentials)."""
 _MODE_ALIASES = {"socket": "socket_mode", "poll": "polling"}
 # callback secrets upstream reads from `features` (PERSONA.md is committed): where they belong
 _FEATURE_SECRETS = {
@@ -279,18 +279,6 @@ class Channel(Model):
         return out
 
     # Field validators, not a model "after" validator: notes must be made inside the model's validation.
-    @field_validator("connection_mode")
-    @classmethod
-    def _long_connection(cls, value: str) -> str:
-        if value in LONG_CONNECTION_MODES:
-            note(
-                "connection_mode",
-                "warning",
-                f"{value}: long connections are not supported yet; this channel receives events by webhook at "
-                "/api/v1/channel/{tenant}~{worker}~{key}/webhook",
-            )
-        return value
-
     @field_validator("chat_ids")
     @classmethod
     def _upstream_chat_ids(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
