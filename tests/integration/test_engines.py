@@ -356,14 +356,14 @@ async def test_unavailable_mode_uses_the_declared_fallback_and_records_it(
         skill("langgraph", graph=graph, fallback={"condition": "graph mode unavailable", "mode": "autonomous"})
     )
     assert result.status == "completed" and result.engine == "react"
-    reason = "the LangGraph engine is not available on this server yet"
+    reason = "declared graphs (entry/nodes/edges) do not run here yet: write the graph as a Python factory"
     assert result.fallback == {"from": "langgraph", "to": "autonomous", "reason": reason}
     assert h.of(RunStarted)[0].engine == "autonomous"
 
 
 async def test_unavailable_mode_without_fallback_is_an_error(harness: Callable[..., Harness]) -> None:
     h = harness()
-    result = await h.run(skill("planning"))
+    result = await h.run(skill("langgraph", graph={"entry": "a", "nodes": [{"name": "a", "kind": "llm"}]}))
     assert result.error_code == "engine_unavailable" and h.of(RunError)
 
 

@@ -76,13 +76,14 @@ class Harness:
         self.pipeline = ToolPipeline(TOOLS)
         self.scope = ToolScope("acme", "w", "run-1", tmp_path, trust_level=2)
         self.events: list[EngineEvent] = []
+        self.root: Path | None = None  # where LangGraph skills' modules are found
 
     async def emit(self, event: EngineEvent) -> None:
         self.events.append(event)
 
     async def run(self, skill: Skill, task: str = "why did sales drop?", **scope: Any) -> RunResult:
         req = EngineRequest("run-1", skill, task, replace(self.scope, **scope), system="You are W.")
-        dispatcher = EngineDispatcher(EngineDeps(self.llm, self.pipeline), retry_base_s=0.01)
+        dispatcher = EngineDispatcher(EngineDeps(self.llm, self.pipeline, workspace_root=self.root), retry_base_s=0.01)
         return await dispatcher.run(req, self.emit)
 
     def of(self, kind: type) -> list[Any]:
@@ -278,20 +279,36 @@ async def test_a_missing_instruction_block_uses_the_general_block(
     assert "Write it up politely." in system_of(model_server.requests[0])
 
 
-async def test_planning_and_langgraph_say_their_engine_is_missing(
+async def test_upstream_planning_and_python_graph_skills_run(
     harness: Harness, model_server: ScriptedModelServer
 ) -> None:
     planner, _ = load_skill(
         Scope(CORPUS), CORPUS / "tenants" / "acme" / "skills" / "incident-planner", SkillLevel.TENANT
     )
+    model_server.expect(
+        Reply('{"nodes": [{"id": "check", "instruction": "Check the error rate", "tools": ["sql_executor"]}]}'),
+        Reply("The error rate doubled at 14:00."),
+    )
     result = await harness.run(planner)
-    assert (result.status, result.error_code) == ("failed", "engine_unavailable")
-    assert "planning engine is not available" in result.error and model_server.requests == []
+    assert (result.status, result.engine, result.output) == (
+        "completed",
+        "planning",
+        "The error rate doubled at 14:00.",
+    )
+    assert "Plan the investigation" in system_of(model_server.requests[0])
 
     graph, _ = load_skill(
         Scope(CORPUS), CORPUS / "tenants" / "acme" / "skills" / "triage_graph", SkillLevel.TENANT, trust_level=2
     )
+    model_server.expect(Reply("Disk full on db-1; the on-call DBA owns it."))
+    harness.root = CORPUS
+    result = await harness.run(graph, task="ALERT: disk 98% on db-1")
+    assert (result.status, result.engine) == ("completed", "langgraph")
+    assert result.output == "Disk full on db-1; the on-call DBA owns it."
+    assert "Summarise the triage result" in system_of(model_server.requests[-1])
+    assert model_server.requests[-1]["messages"][-1]["content"] == "ALERT: disk 98% on db-1"
+
     model_server.expect(Reply("triaged without the graph"))
-    result = await harness.run(graph)
+    result = await harness.run(graph, trust_level=1)  # the tenant may not run graph code: the fallback
     assert (result.status, result.engine) == ("completed", "react")
-    assert result.fallback["reason"] == "the LangGraph engine is not available on this server yet"
+    assert "trust_level is 1 (it needs 2 or more)" in result.fallback["reason"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from genworker.llm.client import LLMCallRecord, LLMClient
@@ -14,9 +15,11 @@ from genworker.tools.outcomes import ToolOutcome
 from genworker.workspace.snapshot import Skill
 
 __all__ = [
+    "Continuation",
     "DepthBudget",
     "EngineDeps",
     "EngineRequest",
+    "EngineState",
     "FinalOutput",
     "Interrupted",
     "NeedsApproval",
@@ -51,6 +54,33 @@ class DepthBudget:
 
 
 @dataclass(frozen=True, slots=True)
+class Continuation:
+    """This run continues an earlier one's saved engine state (a plan's nodes, a graph's checkpoints):
+    after an approval, a graph interrupt's answer, or a process that died mid-run."""
+
+    run_id: str  # the run whose plan (planning) or graph thread (langgraph) is continued
+    approved: Mapping[str, str] = field(default_factory=dict)  # approved tool call id -> its result text
+    answer: Mapping[str, Any] | None = None  # a graph interrupt's answer: {"approved": bool, "by": ...}
+
+
+class EngineState(Protocol):
+    """Where planning and LangGraph keep their state between steps and across runs (the run record
+    and the checkpoint store of the run's worker)."""
+
+    async def save_plan(self, run_id: str, plan: Any) -> None: ...
+
+    async def load_plan(self, run_id: str) -> Any | None: ...
+
+    async def save_graph(self, run_id: str, graph: Any) -> None: ...
+
+    async def load_graph(self, run_id: str) -> Any | None: ...
+
+    def checkpoints(self) -> Any:
+        """The worker's checkpoint backend (engine/langgraph/checkpointer.py)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
 class EngineRequest:
     run_id: str
     skill: Skill
@@ -61,12 +91,15 @@ class EngineRequest:
     purpose: Purpose = Purpose.TASK
     resume: tuple[Message, ...] = ()  # a ReAct loop continues from this conversation instead of starting one
     budget: DepthBudget | None = None  # None: the skill's max_turns, the purpose's tier, no token budget
+    continuation: Continuation | None = None  # planning / langgraph: pick up an earlier run's state
 
 
 @dataclass(frozen=True, slots=True)
 class EngineDeps:
     llm: LLMClient
     tools: ToolRunner
+    state: EngineState | None = None  # None: plans and graphs live only as long as the run
+    workspace_root: Path | None = None  # where LangGraph skills' graph modules are found
 
 
 # -- one step of a loop ----------------------------------------------------------
@@ -121,3 +154,5 @@ class RunResult:
     fallback: Mapping[str, str] = field(default_factory=dict)  # {"from", "to", "reason"} when used
     step_outputs: Mapping[str, Any] = field(default_factory=dict)
     checkpoint: tuple[Message, ...] = ()  # approval_required in a ReAct loop: where to continue (NeedsApproval)
+    # approval_required in a plan or a graph: what approving continues ({"engine", "run_id", "kind", ...})
+    continuation: Mapping[str, Any] = field(default_factory=dict)

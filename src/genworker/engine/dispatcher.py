@@ -1,9 +1,9 @@
 """EngineDispatcher: pick the engine from the skill's strategy mode, honour its fallback, and
 turn every failure into an error event and a failed run — never into content.
 
-Planning and LangGraph have no engine on this server yet: a skill in one of those modes runs
-its declared fallback (recorded on the run and logged as such) or fails with
-`engine_unavailable`; nothing else is run in its place silently."""
+A skill whose engine cannot run here (a LangGraph skill without the `langgraph` extra, or whose
+graph code its tenant may not run) runs its declared fallback (recorded on the run and logged as
+such) or fails with `engine_unavailable`; nothing else is run in its place silently."""
 
 from __future__ import annotations
 
@@ -21,23 +21,24 @@ from genworker.engine.base import (
     RunResult,
 )
 from genworker.engine.events import Emit, RunError, RunFinished, RunStarted
+from genworker.engine.langgraph import graph_unavailable
+from genworker.engine.planning import PlanningEngine
 from genworker.engine.react import ReactLoop, initial_messages
 from genworker.engine.workflow import RETRY_BASE_S, StepFailed, WorkflowEngine, recommended_tools_note
 from genworker.llm.client import recording
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError
 from genworker.observability.logging import bind
-from genworker.workspace.models.skill import Strategy, StrategyMode
+from genworker.workspace.models.skill import StrategyMode
 
 __all__ = ["AVAILABLE_MODES", "EngineDispatcher"]
 
 log = logging.getLogger("genworker.engine")
 
-AVAILABLE_MODES = frozenset({StrategyMode.AUTONOMOUS, StrategyMode.DETERMINISTIC, StrategyMode.HYBRID})
+# modes that run without anything more (LangGraph also needs the extra and a graph it may run)
+AVAILABLE_MODES = frozenset(
+    {StrategyMode.AUTONOMOUS, StrategyMode.DETERMINISTIC, StrategyMode.HYBRID, StrategyMode.PLANNING}
+)
 _WORKFLOW_MODES = frozenset({StrategyMode.DETERMINISTIC, StrategyMode.HYBRID})
-_NOT_HERE = {
-    StrategyMode.PLANNING: "the planning engine is not available on this server yet",
-    StrategyMode.LANGGRAPH: "the LangGraph engine is not available on this server yet",
-}
 
 
 class EngineDispatcher:
@@ -54,7 +55,7 @@ class EngineDispatcher:
     async def _run(self, req: EngineRequest, emit: Emit) -> RunResult:
         strategy = req.skill.spec.settings.strategy
         mode, fallback = strategy.mode, {}
-        reason = _cannot_run(strategy)
+        reason = _cannot_run(req)
         if reason:
             if strategy.fallback is None or strategy.fallback.mode not in AVAILABLE_MODES:
                 code = "no_steps" if mode in _WORKFLOW_MODES else "engine_unavailable"
@@ -87,6 +88,12 @@ class EngineDispatcher:
         try:
             if mode == StrategyMode.AUTONOMOUS:
                 return await self._react(req, emit)
+            if mode == StrategyMode.PLANNING:
+                return await PlanningEngine(self.deps).run(req, emit)
+            if mode == StrategyMode.LANGGRAPH:
+                from genworker.engine.langgraph.engine import GraphEngine  # only with the extra installed
+
+                return await GraphEngine(self.deps).run(req, emit)
             engine = WorkflowEngine(self.deps, hybrid=mode == StrategyMode.HYBRID, retry_base_s=self.retry_base_s)
             return await engine.run(req, emit)
         except ModelNotConfiguredError as exc:
@@ -118,10 +125,11 @@ class EngineDispatcher:
                 assert_never(outcome)
 
 
-def _cannot_run(strategy: Strategy) -> str:
+def _cannot_run(req: EngineRequest) -> str:
     """Why the skill's own mode cannot run here ("" when it can)."""
-    if strategy.mode in _NOT_HERE:
-        return _NOT_HERE[strategy.mode]
+    strategy = req.skill.spec.settings.strategy
+    if strategy.mode == StrategyMode.LANGGRAPH:
+        return graph_unavailable(req.skill, req.scope.trust_level)
     if strategy.mode in _WORKFLOW_MODES and not strategy.steps:
         return f"strategy mode {strategy.mode.value!r} has no steps"
     return ""

@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply", "loopback_listener"]
+__all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply", "When", "loopback_listener"]
 
 
 def loopback_listener() -> socket.socket:
@@ -65,7 +65,18 @@ class Hang:
     """Never answer (until the server stops): the client's timeout must fire."""
 
 
-Step = Reply | Fail | Hang
+@dataclass(frozen=True)
+class When:
+    """`step` answers the first request whose messages contain `text`, wherever it is in the script:
+    for requests whose order is not fixed (branches running at the same time). With `meet`, the answer
+    waits until a request containing `meet` has arrived too (so both were in flight at once)."""
+
+    text: str
+    step: Reply | Fail
+    meet: str = ""
+
+
+Step = Reply | Fail | Hang | When
 
 
 class ScriptedModelServer:
@@ -80,6 +91,7 @@ class ScriptedModelServer:
         self._arrived = threading.Condition(self._lock)
         self._started = threading.Event()
         self._release: asyncio.Event | None = None
+        self._met: asyncio.Condition | None = None  # created on the server's loop
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
@@ -170,8 +182,9 @@ class ScriptedModelServer:
         with self._lock:
             self.requests.append(body)
             self.client_ports.append(request.client.port if request.client is not None else 0)
-            step = self._steps.popleft() if self._steps else None
+            step = self._take(body)
             self._arrived.notify_all()
+        await self._meet(body)
         if step is None:
             self.unexpected.append(body)
             return JSONResponse({"error": {"message": "no scripted step left", "type": "test_error"}}, status_code=500)
@@ -192,6 +205,38 @@ class ScriptedModelServer:
                 if body.get("stream"):
                     return StreamingResponse(self._stream(body, step), media_type="text/event-stream")
                 return JSONResponse(self._completion(body, step))
+
+    def _take(self, body: dict[str, Any]) -> Reply | Fail | Hang | None:
+        """The first step that answers `body` (a When only if its text is in the messages)."""
+        text = json.dumps(body.get("messages", []), ensure_ascii=False)
+        for index, step in enumerate(self._steps):
+            if isinstance(step, When) and step.text not in text:
+                continue
+            del self._steps[index]
+            if isinstance(step, When):
+                if step.meet:
+                    body["_meet"] = step.meet  # read (and dropped) by _meet before answering
+                return step.step
+            return step
+        return None
+
+    async def _meet(self, body: dict[str, Any]) -> None:
+        """Hold a When's answer until a request containing its `meet` text has arrived."""
+        if self._met is None:
+            self._met = asyncio.Condition()
+        async with self._met:
+            self._met.notify_all()
+            meet = body.pop("_meet", "")
+            if not meet:
+                return
+
+            def arrived() -> bool:
+                return any(meet in json.dumps(r.get("messages", []), ensure_ascii=False) for r in list(self.requests))
+
+            try:
+                await asyncio.wait_for(self._met.wait_for(arrived), 30)
+            except TimeoutError:
+                self.failures.append(f"no request with {meet!r} arrived while one with it waited")
 
     def _tool_calls(self, step: Reply) -> list[dict[str, Any]]:
         return [

@@ -19,6 +19,7 @@ from pydantic import ConfigDict
 
 from genworker.ids import validate_id
 from genworker.tools.audit import AuditRecord, OutcomeKind
+from genworker.worker.engine_state import GraphRecord, PlanRecord
 
 if TYPE_CHECKING:  # keeps reading and writing runs free of the model stack
     from genworker.llm.client import LLMCallRecord
@@ -403,6 +404,8 @@ class RunRecord:
     pending_approval: PendingApproval | None = None
     history: tuple[StateChange, ...] = ()
     owner: str | None = None  # the runtime instance running it (see lifecycle/leases.py)
+    plan: PlanRecord | None = None  # planning: the plan and its nodes' states (worker/engine_state.py)
+    graph: GraphRecord | None = None  # langgraph: the checkpoint thread and where it stands
     schema_version: int = RUN_SCHEMA_VERSION
     version: int = 1  # bumped on every write
 

@@ -27,6 +27,7 @@ from genworker.worker.lifecycle.errors import (
     TaskFileError,
     TaskLifecycleError,
 )
+from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle.store import IdempotencyClaim, TaskStore
 from genworker.worker.task import (
     Deliverable,
@@ -377,6 +378,22 @@ class TaskLifecycle:
             if run.terminal:
                 raise RunClosed(run.ref, run.state, "add a deliverable")
             return replace(run, deliverables=(*run.deliverables, deliverable))
+
+        return await self._store.files.run(lambda: self._apply(ref, change))
+
+    async def record_plan(self, ref: RunRef, plan: PlanRecord) -> RunRecord:
+        """A planning run's plan and node states (written as they change, so a restart finds them)."""
+        return await self._record_engine_state(ref, "plan", plan)
+
+    async def record_graph(self, ref: RunRef, graph: GraphRecord) -> RunRecord:
+        """A LangGraph run's checkpoint thread and where it stands."""
+        return await self._record_engine_state(ref, "graph", graph)
+
+    async def _record_engine_state(self, ref: RunRef, name: str, value: PlanRecord | GraphRecord) -> RunRecord:
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            if run.terminal:
+                raise RunClosed(run.ref, run.state, f"record its {name}")
+            return replace(run, **{name: value})
 
         return await self._store.files.run(lambda: self._apply(ref, change))
 
