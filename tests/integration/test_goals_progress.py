@@ -1,5 +1,6 @@
-"""Goals through the real runtime and the real file watcher: a finished duty run is projected
-into its goal task, the progress check emits health events and an off-track inbox item, the goal
+"""Goals through the real runtime and the real file watcher: a finished duty run is judged and its
+met verdict projected into its goal task, the progress check emits health events and an off-track
+inbox item, the goal
 API drives the GoalAggregate, and a goal edit reloads its worker once — never a loop."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from fastapi.testclient import TestClient
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.goals import (
+    GOAL_EVALUATED,
     GOAL_HEALTH_CHANGED,
     GOAL_OFF_TRACK,
     GoalAggregate,
@@ -25,7 +27,7 @@ from genworker.autonomy.goals import (
 from genworker.events import Event, InProcessEventBus
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.testing import Reply, ScriptedModelServer, scripted_env
+from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.router import RouteDone, RouteRequest, RouterEvent
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
@@ -71,10 +73,12 @@ def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iter
 def test_a_duty_run_is_projected_and_the_check_reports_the_goal_off_track(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
-    model_server.expect(Reply("built"))
+    met = {"verdict": "met", "reasons": ["the API is built"], "evidence": ["output"]}
+    model_server.expect(Reply("built"), Reply(tool_calls=(ToolCallReply("goal_verdict", met),)))
     with running(tmp_path, workspace, model_server) as (client, runtime):
         assert runtime.router is not None and runtime.goals is not None and runtime.inbox is not None
-        router, goals, inbox = runtime.router, runtime.goals, runtime.inbox
+        assert runtime.bus is not None
+        router, goals, inbox, runtime_bus = runtime.router, runtime.goals, runtime.inbox, runtime.bus
         bus = InProcessEventBus()
         seen: list[Event] = []
 
@@ -82,9 +86,16 @@ def test_a_duty_run_is_projected_and_the_check_reports_the_goal_off_track(
             seen.append(event)
 
         async def scenario() -> None:
+            evaluated = asyncio.Event()
+
+            async def on_evaluated(event: Event) -> None:
+                evaluated.set()
+
+            runtime_bus.subscribe(GOAL_EVALUATED, on_evaluated)
             req = RouteRequest("acme", "alice", "Build", "duty", duty_id="dev", trigger_id="m", conversational=False)
             events: list[RouterEvent] = [e async for e in router.route_stream(req)]
             assert isinstance(events[-1], RouteDone) and events[-1].record.state == "completed"
+            await asyncio.wait_for(evaluated.wait(), TIMEOUT)  # the runtime judged the run in the background
             subscription = bus.subscribe("goal.*", record)
             checker = GoalProgressChecker(
                 goals,
@@ -101,7 +112,7 @@ def test_a_duty_run_is_projected_and_the_check_reports_the_goal_off_track(
 
         client.portal.call(scenario)  # type: ignore[union-attr]
         goal = goals.get("acme", "alice", "launch")
-        assert {t.id: t.status for t in goal.tasks()} == {"api": "in_progress", "docs": "blocked"}
+        assert {t.id: t.status for t in goal.tasks()} == {"api": "done", "docs": "pending"}
         assert goal.milestones[0].status == "in_progress"
         assert [e.topic for e in seen] == [GOAL_HEALTH_CHANGED]
         assert seen[0].payload["overdue_milestones"] == ("build",) and seen[0].payload["previous"] is None

@@ -1,4 +1,5 @@
-"""Goal health (deviation of completion from the deadlines) and which goal task a finished run serves."""
+"""Goal health (deviation of completion from the deadlines), which goal task a completed run is judged
+against, and what its verdict moves."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from genworker.autonomy.goals import goal_health, match_task
+from genworker.autonomy.goals import goal_health, match_task, target_of
 from genworker.autonomy.goals.projector import Projection
 from genworker.worker.task import GoalStatus as RunGoalStatus
-from genworker.worker.task import RunRecord, RunState, RunTimings, TaskProvenance
+from genworker.worker.task import GoalVerdict, RunRecord, RunState, RunTimings, TaskProvenance
 from genworker.workspace.models import Goal
 
 NOW = dt.datetime(2027, 1, 10, tzinfo=dt.UTC)
@@ -37,9 +38,7 @@ def goal(**overrides: Any) -> Goal:
     return Goal.model_validate({**data, **overrides})
 
 
-def run(
-    state: RunState = RunState.COMPLETED, goal_status: RunGoalStatus = RunGoalStatus.INCONCLUSIVE, **p: Any
-) -> RunRecord:
+def run(state: RunState = RunState.COMPLETED, verdict: GoalVerdict | None = None, **p: Any) -> RunRecord:
     return RunRecord(
         "run_1",
         "task_1",
@@ -47,9 +46,14 @@ def run(
         "alice",
         state,
         RunTimings(queued_at=NOW),
-        goal_status=goal_status,
+        goal_status=RunGoalStatus.INCONCLUSIVE if verdict is None else verdict.status,
+        goal_verdict=verdict,
         provenance=TaskProvenance("goal", **p),
     )
+
+
+def verdict(status: RunGoalStatus, task_id: str | None = "ui", goal_id: str = "launch") -> GoalVerdict:
+    return GoalVerdict(status, goal_id, NOW, task_id, ("because",), ("output",))
 
 
 def test_a_milestone_past_its_deadline_puts_the_goal_off_track() -> None:
@@ -75,31 +79,60 @@ def test_all_tasks_done_is_completed_and_deviation_above_threshold_is_off_track(
     assert goal_health(late, dt.date(2027, 1, 10)).health == "on_track"
 
 
-def test_a_run_for_the_goal_step_marks_that_task() -> None:
+def test_a_goal_run_is_judged_against_the_task_of_its_step_else_its_duty_else_the_goal() -> None:
     g = goal()
-    assert match_task(g, run(goal_id="launch", step_id="s-ui")) == Projection("launch", "ui", "in_progress")
-    met = match_task(g, run(RunState.COMPLETED, RunGoalStatus.MET, goal_id="launch", step_id="s-ui"))
-    assert met == Projection("launch", "ui", "done")
+    by_step = target_of([g], run(goal_id="launch", step_id="s-ui"))
+    assert by_step is not None and by_step.task is not None and by_step.milestone is not None
+    assert (by_step.goal.goal_id, by_step.task.id, by_step.milestone.id) == ("launch", "ui", "build")
+    by_duty = target_of([g], run(goal_id="launch", duty_id="dev"))
+    assert by_duty is not None and by_duty.task is not None and by_duty.task.id == "ui"  # api is done already
+    whole = target_of([g], run(goal_id="launch", step_id="s-unknown"))
+    assert whole is not None and whole.goal.goal_id == "launch" and whole.task is None
 
 
-def test_a_duty_run_without_the_goal_only_starts_work() -> None:
-    g = goal()
-    started = match_task(g, run(RunState.COMPLETED, RunGoalStatus.MET, duty_id="dev"))
-    assert started is not None and (started.task_id, started.status) == ("ui", "in_progress")
+def test_a_duty_run_is_judged_against_the_first_active_goal_with_an_open_task_of_that_duty() -> None:
+    paused = goal(goal_id="old", status="paused")
+    found = target_of([paused, goal()], run(duty_id="dev"))
+    assert found is not None and found.goal.goal_id == "launch" and found.task is not None and found.task.id == "ui"
+    assert target_of([goal()], run(duty_id="other")) is None
 
 
 @pytest.mark.parametrize(
     "record",
     [
         run(RunState.FAILED, goal_id="launch", step_id="s-ui"),
+        run(RunState.BUDGET_EXCEEDED, duty_id="dev"),
         run(goal_id="other", step_id="s-ui"),
-        run(goal_id="launch", step_id="s-unknown"),
         run(),
     ],
 )
-def test_runs_that_serve_no_open_task_change_nothing(record: RunRecord) -> None:
+def test_runs_that_did_not_complete_or_name_no_goal_or_duty_are_not_judged(record: RunRecord) -> None:
+    assert target_of([goal()], record) is None
+
+
+def test_only_a_met_verdict_moves_its_task_to_done() -> None:
+    g = goal()
+    met = run(verdict=verdict(RunGoalStatus.MET), goal_id="launch", step_id="s-ui")
+    assert match_task(g, met) == Projection("launch", "ui", "done")
+    for status in (RunGoalStatus.NOT_MET, RunGoalStatus.INCONCLUSIVE):
+        assert match_task(g, run(verdict=verdict(status), goal_id="launch", step_id="s-ui")) is None
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        run(goal_id="launch", step_id="s-ui"),  # completed, never judged: completed is not met
+        run(RunState.FAILED, verdict(RunGoalStatus.MET), goal_id="launch"),
+        run(verdict=verdict(RunGoalStatus.MET, goal_id="other"), goal_id="other"),
+        run(verdict=verdict(RunGoalStatus.MET, task_id="api"), goal_id="launch"),  # already done
+        run(verdict=verdict(RunGoalStatus.MET, task_id=None), goal_id="launch"),  # the goal as a whole
+    ],
+)
+def test_runs_without_a_met_verdict_on_an_open_task_change_nothing(record: RunRecord) -> None:
     assert match_task(goal(), record) is None
 
 
 def test_a_paused_goal_takes_no_progress() -> None:
-    assert match_task(goal(status="paused"), run(goal_id="launch", step_id="s-ui")) is None
+    met = run(verdict=verdict(RunGoalStatus.MET), goal_id="launch", step_id="s-ui")
+    assert match_task(goal(status="paused"), met) is None
+    assert target_of([goal(status="paused")], met) is None

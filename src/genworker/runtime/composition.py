@@ -33,7 +33,7 @@ from genworker.autonomy.briefs import (
 )
 from genworker.autonomy.command_backend import AutonomyCommandBackend
 from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
-from genworker.autonomy.goals import GoalAggregate, GoalProgressChecker, GoalProgressProjector
+from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressChecker, GoalProgressProjector
 from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
 from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
@@ -630,9 +630,16 @@ def build_lifecycle(runtime: Runtime) -> None:
 
     notifier = InboxConfirmationNotifier(runtime.inbox, runtime.bus, escalate_to=reports_to)
     router.confirmations.notifier = notifier  # its `notify` (briefs' budget + channel) is set at start
+    evaluator = (
+        GoalEvaluator(runtime.llm, tier=settings.goal_eval_tier, timeout_s=settings.goal_eval_timeout_s)
+        if settings.goal_evaluation
+        else None
+    )
+    projector = GoalProgressProjector(runtime.goals, router.tasks, evaluator, bus=runtime.bus, inbox=runtime.inbox)
+    router.tasks.on_completed.append(projector.after_run)  # each completed run judged against its goal task
     checker = GoalProgressChecker(
         runtime.goals,
-        GoalProgressProjector(runtime.goals, router.tasks),
+        projector,
         bus=runtime.bus,
         inbox=runtime.inbox,
         threshold=settings.deviation_threshold,

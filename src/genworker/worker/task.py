@@ -33,6 +33,7 @@ __all__ = [
     "Deliverable",
     "GateLevel",
     "GoalStatus",
+    "GoalVerdict",
     "GovernanceAction",
     "GovernanceVerdict",
     "ModelUsage",
@@ -380,6 +381,28 @@ class StateChange:
 
 
 @dataclass(frozen=True, slots=True)
+class GoalVerdict:
+    """The goal evaluator's judgement of a completed run (docs/goals.md, "Evaluation"): the goal and
+    goal task it was judged against, why, and which of the run's evidence it rests on."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    status: GoalStatus  # met | not_met | inconclusive
+    goal_id: str
+    evaluated_at: datetime
+    task_id: str | None = None  # None: judged against the goal as a whole
+    reasons: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()  # references into the run: "output", "tool:{call_id}"
+    evaluator: str = ""  # the evaluator's version
+    usage: ModelUsage | None = None  # its model call
+
+    def __post_init__(self) -> None:
+        if self.status is GoalStatus.NOT_APPLICABLE:
+            raise ValueError("a goal verdict is met, not_met or inconclusive")
+        _aware(self.evaluated_at, "evaluated_at")
+
+
+@dataclass(frozen=True, slots=True)
 class RunRecord:
     """One execution attempt of a task: its state, outcome, usage and history."""
 
@@ -393,6 +416,7 @@ class RunRecord:
     timings: RunTimings
     thread_id: str | None = None
     goal_status: GoalStatus = GoalStatus.NOT_APPLICABLE
+    goal_verdict: GoalVerdict | None = None  # what set goal_status (docs/goals.md#evaluation)
     provenance: TaskProvenance = field(default_factory=TaskProvenance)
     skill_id: str | None = None
     engine: str = ""

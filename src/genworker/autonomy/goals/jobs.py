@@ -6,6 +6,9 @@ key                                     default   meaning
 ======================================  ========  ===============================================
 GENWORKER_GOAL_CHECK_INTERVAL_S         3600      project finished runs into goals, check health
 GENWORKER_GOAL_DEVIATION_THRESHOLD      0.25      deviation above which a goal is off track
+GENWORKER_GOAL_EVALUATION               true      judge completed runs against their goal task
+GENWORKER_GOAL_EVAL_TIER                fast      the model tier of the goal evaluator
+GENWORKER_GOAL_EVAL_TIMEOUT_S           60        how long the evaluator may take per run
 GENWORKER_CONFIRMATION_SCAN_S           60        how often unanswered confirmations are checked
 GENWORKER_SUGGESTION_SCAN_S             3600      how often the suggestion detectors run
 ======================================  ========  ===============================================
@@ -29,7 +32,8 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.goals.health import GoalProgressChecker
-from genworker.settings import Settings
+from genworker.llm.intent import Tier
+from genworker.settings import Settings, SettingsError
 from genworker.worker.confirmations import ConfirmationPolicy, ConfirmationReminders
 from genworker.workspace.snapshot import Worker
 
@@ -44,15 +48,24 @@ class LifecycleSettings:
     deviation_threshold: float = 0.25
     confirmation_scan_s: float = 60.0
     suggestion_scan_s: float = 3600.0
+    goal_evaluation: bool = True
+    goal_eval_tier: Tier = Tier.FAST
+    goal_eval_timeout_s: float = 60.0
 
 
 def lifecycle_settings(settings: Settings) -> LifecycleSettings:
     day = 86_400.0
+    tier = (settings.get("GENWORKER_GOAL_EVAL_TIER") or Tier.FAST.value).strip().lower()
+    if tier not in {t.value for t in Tier}:
+        raise SettingsError(f"GENWORKER_GOAL_EVAL_TIER={tier!r}: must be one of {', '.join(t.value for t in Tier)}")
     return LifecycleSettings(
         goal_check_s=settings.number("GENWORKER_GOAL_CHECK_INTERVAL_S", 3600.0, 1.0, 7 * day),
         deviation_threshold=settings.number("GENWORKER_GOAL_DEVIATION_THRESHOLD", 0.25, 0.0, 1.0),
         confirmation_scan_s=settings.number("GENWORKER_CONFIRMATION_SCAN_S", 60.0, 1.0, day),
         suggestion_scan_s=settings.number("GENWORKER_SUGGESTION_SCAN_S", 3600.0, 1.0, 7 * day),
+        goal_evaluation=settings.flag("GENWORKER_GOAL_EVALUATION", True),
+        goal_eval_tier=Tier(tier),
+        goal_eval_timeout_s=settings.number("GENWORKER_GOAL_EVAL_TIMEOUT_S", 60.0, 1.0, 3600.0),
     )
 
 
@@ -160,6 +173,8 @@ class LifecycleJobs:
                 log.exception("[Lifecycle] %s/%s failed", worker.tenant_id, worker.worker_id)
 
     async def stop(self, grace_s: float = 10.0) -> None:
+        if self.checker is not None and self.checker.projector is not None:
+            await self.checker.projector.stop(grace_s)  # goal evaluations still running
         scheduler, self._scheduler = self._scheduler, None
         if scheduler is None:
             return

@@ -32,6 +32,7 @@ from genworker.worker.lifecycle.store import IdempotencyClaim, TaskStore
 from genworker.worker.task import (
     Deliverable,
     GoalStatus,
+    GoalVerdict,
     ModelUsage,
     PendingApproval,
     RunError,
@@ -51,12 +52,13 @@ if TYPE_CHECKING:  # keeps reading and writing runs free of the model stack
     from genworker.engine.base import RunResult
     from genworker.tools.base import ToolCall
 
-__all__ = ["RESTART_NOTE", "Clock", "TaskLifecycle"]
+__all__ = ["RESTART_NOTE", "Clock", "RunListener", "TaskLifecycle"]
 
 log = logging.getLogger("genworker.worker.lifecycle")
 
 Clock = Callable[[], datetime]
 Change = Callable[[RunRecord, datetime], RunRecord | None]
+RunListener = Callable[[RunRecord], None]
 RESTART_NOTE = "runtime restarted while running"
 _RECOVERED = frozenset({RunState.RUNNING, RunState.EVALUATING})
 
@@ -145,6 +147,7 @@ class TaskLifecycle:
         self._steps = StepJournal(workspace_root)
         self._clock = clock
         self.owner = owner  # this runtime instance: written on the runs it creates or resumes
+        self.on_completed: list[RunListener] = []  # told of each run `complete` ends completed; must not block
 
     def _now(self) -> datetime:
         now = self._clock()
@@ -345,6 +348,26 @@ class TaskLifecycle:
 
         def change(run: RunRecord, now: datetime) -> RunRecord:
             return _settled(replace(run, tool_calls=(*run.tool_calls, *tool_calls)), result, goal_status, now)
+
+        record = await self._store.files.run(lambda: self._apply(ref, change))
+        if record.state is RunState.COMPLETED:
+            for listener in self.on_completed:
+                try:
+                    listener(record)
+                except Exception:
+                    log.exception("run %s: a completion listener failed", ref)
+        return record
+
+    async def record_goal_verdict(self, ref: RunRef, verdict: GoalVerdict, *, again: bool = False) -> RunRecord:
+        """Set a completed run's `goal_status` from the goal evaluator's `verdict`. A run already
+        judged keeps its first verdict unless `again` (a new judgement was asked for)."""
+
+        def change(run: RunRecord, now: datetime) -> RunRecord | None:
+            if run.state is not RunState.COMPLETED:
+                raise TaskLifecycleError(f"run {run.ref} is {run.state}: only a completed run is judged against a goal")
+            if run.goal_verdict == verdict or (run.goal_verdict is not None and not again):
+                return None
+            return replace(run, goal_status=verdict.status, goal_verdict=verdict)
 
         return await self._store.files.run(lambda: self._apply(ref, change))
 

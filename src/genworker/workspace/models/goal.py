@@ -4,7 +4,8 @@ Upstream genworker's goal files load too: task and milestone status `completed` 
 `done`), goal status `abandoned` (read as `archived`), no `title` (the first heading), a
 datetime `deadline` (its date), numeric ids, and `created_by`, `approved_by`, `on_complete`,
 `external_source`, `preferred_skill_ids` (alias `skills`), `default_pre_script`,
-`milestones[].completed_at` and `tasks[].notes`.
+`milestones[].completed_at` and `tasks[].notes`. `success_criteria` (goal, milestone, task) is ours:
+what the goal evaluator judges a run's evidence against (docs/goals.md, "Evaluation").
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class GoalTask(Model):
     status: Annotated[TaskStatus, BeforeValidator(_completed_is_done)] = "pending"
     blocked_by: tuple[WorkspaceId, ...] = ()
     notes: str = ""
+    success_criteria: StrTuple = ()  # what the goal evaluator checks a run's evidence against
     duty_id: WorkspaceId | None = None
     process_id: WorkspaceId | None = None
     step_id: WorkspaceId | None = None
@@ -119,6 +121,7 @@ class Milestone(Model):
     )
     deadline: Deadline = None
     completed_at: Moment = None
+    success_criteria: StrTuple = ()
     tasks: tuple[GoalTask, ...] = ()
 
 
@@ -139,6 +142,7 @@ class Goal(Model):
     default_pre_script: PreScript | None = None  # for the work this goal starts
     primary_duty_id: WorkspaceId | None = None
     duty_refs: tuple[WorkspaceId, ...] = ()
+    success_criteria: StrTuple = ()
     milestones: tuple[Milestone, ...] = ()
     body: str = Field(default="", exclude=True)
 
