@@ -140,7 +140,9 @@ def test_debug_runtime_reports_profile_components_and_backends(
         "tools",
         "sandbox",
         "hot_reload",
+        "langgraph",
     }
+    assert debug["components"]["langgraph"]["details"] == {"checkpoints": "filesystem"}  # the extra is a dev one
     assert {"file_read", "bash_execute", "execute_code"} <= set(debug["components"]["tools"]["details"]["tools"])
     assert debug["components"]["redis"]["status"] == "disabled"
     assert debug["components"]["hot_reload"]["status"] == "disabled"

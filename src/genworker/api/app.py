@@ -31,6 +31,7 @@ from genworker.api.routes import briefs as brief_routes
 from genworker.api.routes import channel_replies as channel_reply_routes
 from genworker.api.routes import channels as channel_routes
 from genworker.api.routes import confirmations as confirmation_routes
+from genworker.api.routes import engine_runs as engine_run_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import metrics as metrics_routes
@@ -97,6 +98,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(brief_routes.router)
     app.include_router(waiting_routes.router)
     app.include_router(undo_routes.router)
+    app.include_router(engine_run_routes.router)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     install_openapi(app)
     return app

@@ -67,6 +67,7 @@ from genworker.worker.confirmations import (
     through_briefs,
 )
 from genworker.worker.context.tokens import load_tokenizer
+from genworker.worker.engine_runs import checkpoint_stores
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
@@ -522,6 +523,7 @@ def build_runtime(settings: Settings) -> Runtime:
         ("tools", _tools),
         ("sandbox", _sandbox),
         ("hot_reload", _hot_reload),
+        ("langgraph", _langgraph),
     ]
     for name, build in steps:
         try:
@@ -557,6 +559,7 @@ def build_router(runtime: Runtime) -> WorkerRouter:
         matcher=SkillMatcher(),
         memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm, files=files),
         files=files,
+        checkpoints=checkpoint_stores(root, runtime.redis),  # LangGraph checkpoints: Redis when shared
     )
 
 
@@ -679,6 +682,18 @@ def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:
             "workspace", ComponentStatus.DEGRADED, f"{len(errors)} errors; first: {errors[0]}", "filesystem", details
         )
     return ComponentRuntimeStatus("workspace", ComponentStatus.READY, "", "filesystem", details)
+
+
+def _langgraph(runtime: Runtime) -> ComponentRuntimeStatus:
+    """The LangGraph engine: without the extra, langgraph skills run their fallback (docs/engines.md)."""
+    from genworker.engine.langgraph import langgraph_missing
+
+    missing = langgraph_missing()
+    if missing:
+        reason = f"{missing}: langgraph skills run their fallback"
+        return ComponentRuntimeStatus("langgraph", ComponentStatus.DISABLED, reason)
+    backend = "redis" if runtime.redis is not None else "filesystem"
+    return ComponentRuntimeStatus("langgraph", ComponentStatus.READY, "", backend, {"checkpoints": backend})
 
 
 def _redis(runtime: Runtime) -> ComponentRuntimeStatus:

@@ -41,6 +41,7 @@ __all__ = [
     "CONFIRMATION_ESCALATED",
     "CONFIRMATION_REMINDED",
     "CONFIRMATION_REQUESTED",
+    "LANGGRAPH_INTERRUPT",
     "POLICY_TIMEOUT",
     "Confirmation",
     "ConfirmationDecided",
@@ -72,6 +73,7 @@ CONFIRMATION_ESCALATED: Final = "task.confirmation_escalated"
 CONFIRMATION_DECIDED: Final = "task.confirmation_decided"
 CONFIRMATION_CLOSED: Final = "task.confirmation_closed"
 POLICY_TIMEOUT: Final = "policy:timeout"
+LANGGRAPH_INTERRUPT: Final = "langgraph.interrupt"  # the inbox item of a graph interrupt (seed §3.4)
 
 Notify = Callable[["Confirmation", Literal["P0", "P1"], str], Awaitable[None]]
 """(confirmation, priority, text): tell a person now, within the interruption budget
@@ -116,15 +118,18 @@ class Confirmation:
     duty_id: str | None = None
     trigger_id: str | None = None
     goal_id: str | None = None
-    # "gate": the governance stage gated the task; "tool": a tool call (or graph interrupt) inside a
-    # run waits — `tool_call` is {"id", "name", "arguments"}, run under `posture` once approved
-    kind: Literal["gate", "tool"] = "gate"
+    # "gate": the governance stage gated the task; "tool": a tool call inside a run waits — `tool_call`
+    # is {"id", "name", "arguments"}, run under `posture` once approved; "interrupt": a LangGraph graph
+    # asked a person (`tool_call` holds its value): approving or rejecting continues the graph
+    kind: Literal["gate", "tool", "interrupt"] = "gate"
     tool_call: dict[str, Any] | None = None
     posture: str = "normal"
     approval_ref: str | None = None  # the gate approval the waiting run carried, if any
     evidence: dict[str, Any] | None = None  # the request's confidence / sources / actions (governance.evidence)
     # a ReAct run's conversation up to the waiting call: approval appends the call's result and continues
     checkpoint: list[dict[str, Any]] = field(default_factory=list)
+    # a plan's or graph's run waits ({"engine", "run_id", ...}): the decision continues its state
+    continuation: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
 
@@ -337,7 +342,10 @@ class InboxConfirmationNotifier:
 
     async def requested(self, confirmation: Confirmation) -> None:
         text = f"Needs your confirmation ({confirmation.confirmation_id}): {summary_line(confirmation)}"
-        await self._announce(CONFIRMATION_REQUESTED, confirmation, text, priority="P1", key="requested")
+        topic = LANGGRAPH_INTERRUPT if confirmation.kind == "interrupt" else CONFIRMATION_REQUESTED
+        if confirmation.kind == "interrupt":
+            text += f" — the graph asks: {confirmation.reasons[0] if confirmation.reasons else 'approve?'}"
+        await self._announce(topic, confirmation, text, priority="P1", key="requested")
 
     async def reminded(self, confirmation: Confirmation, *, escalated: bool) -> None:
         if escalated:
@@ -587,7 +595,9 @@ async def resolve(
 
     Approving a tool confirmation first runs exactly the approved call (its id in
     `approved_call_ids`, under the waiting run's id and posture), then routes the task again with
-    that call's result, so the continuation does not need to ask for it again."""
+    that call's result, so the continuation does not need to ask for it again. When the waiting run
+    was a plan or a graph, the new run continues its state (`Continuation`); a graph interrupt is
+    continued on rejection too, with the answer `{"approved": false, "by": ...}`."""
     from genworker.worker.lifecycle import TaskLifecycleError
     from genworker.worker.router import RouteRequest
     from genworker.worker.task import RunRef
@@ -596,6 +606,8 @@ async def resolve(
         raise ValueError(f"decision must be 'approve' or 'reject', got {decision!r}")
     status: Status = "approved" if decision == "approve" else "rejected"
     decided = await router.confirmations.decide_async(tenant_id, worker_id, confirmation_id, status, by)
+    if decided.continuation and (status == "approved" or decided.kind == "interrupt"):
+        return await _continue_engine(router, decided, by, run)
     text: str = decided.text
     resume: tuple[dict[str, Any], ...] = ()
     if status == "approved" and decided.kind == "tool":
@@ -629,6 +641,49 @@ async def resolve(
         approval_ref=confirmation_id if decided.kind == "gate" else decided.approval_ref,
         evidence=evidence_from(decided.evidence or {}, f"confirmation {confirmation_id} evidence"),
         resume=resume,
+    )
+    record, output = await (run or partial(_run_to_end, router))(req)
+    return Resolution(decided, record, output)
+
+
+async def _continue_engine(
+    router: WorkerRouter, decided: Confirmation, by: str, run: RunApproved | None
+) -> Resolution:
+    """The decision on a waiting plan or graph: a new run continues its state with the approved call's
+    result, or with the interrupt's answer."""
+    from genworker.engine.base import Continuation
+    from genworker.worker.lifecycle import TaskLifecycleError
+    from genworker.worker.router import RouteRequest
+    from genworker.worker.task import RunRef
+
+    approved: dict[str, str] = {}
+    answer: dict[str, Any] | None = None
+    if decided.kind == "interrupt":
+        answer = {"approved": decided.status == "approved", "by": by}
+    else:
+        call_id, result = await _run_approved_call(router, decided)
+        approved[call_id] = result
+    waiting = RunRef(decided.tenant_id, decided.worker_id, decided.run_id)
+    try:
+        await router.tasks.supersede(waiting, f"{decided.status} {decided.confirmation_id}")
+    except TaskLifecycleError as exc:
+        log.warning("[Confirmations] run %s not closed after %s: %s", decided.run_id, decided.status, exc)
+    source = decided.continuation or {}
+    req = RouteRequest(
+        decided.tenant_id,
+        decided.worker_id,
+        decided.text,
+        decided.source_type,  # type: ignore[arg-type]  # stored from a SourceType
+        decided.source_id,
+        decided.thread_id or None,
+        conversational=False,
+        skill_id=decided.skill_id,
+        duty_id=decided.duty_id,
+        trigger_id=decided.trigger_id,
+        goal_id=decided.goal_id,
+        approval_ref=decided.approval_ref,
+        evidence=evidence_from(decided.evidence or {}, f"confirmation {decided.confirmation_id} evidence"),
+        continuation=Continuation(str(source.get("run_id") or decided.run_id), approved, answer),
     )
     record, output = await (run or partial(_run_to_end, router))(req)
     return Resolution(decided, record, output)

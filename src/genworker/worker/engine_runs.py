@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genworker.ids import safe_join
 from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle import RunNotFound, TaskLifecycle
-from genworker.worker.task import RunRef
+from genworker.worker.task import RunRef, RunState
 
-__all__ = ["CheckpointStores", "RunEngineState", "checkpoint_stores"]
+if TYPE_CHECKING:
+    from genworker.worker.router import RouteRequest
+
+__all__ = ["CheckpointStores", "NotContinuable", "RunEngineState", "checkpoint_stores", "continuation_request"]
 
 CheckpointStores = Callable[[str, str], Any]
 """(tenant_id, worker_id) -> that worker's LangGraph CheckpointBackend."""
@@ -67,3 +70,39 @@ class RunEngineState:
         if self._backend is None:
             self._backend = self.stores(self.tenant_id, self.worker_id)
         return self._backend
+
+
+class NotContinuable(ValueError):
+    """The run has no plan or graph a new run could continue (or is not interrupted)."""
+
+
+async def continuation_request(tasks: TaskLifecycle, ref: RunRef) -> RouteRequest:
+    """The request that continues `ref`, an interrupted planning or LangGraph run (its process died):
+    the same task and skill, routed again with the run's plan or graph thread (`Continuation`). Its
+    idempotency key makes one continuation per interrupted run. NotContinuable says why not."""
+    from genworker.engine.base import Continuation
+    from genworker.worker.router import RouteRequest
+
+    run = await tasks.get_run(ref)
+    if run.state is not RunState.INTERRUPTED:
+        raise NotContinuable(f"run {ref.run_id} is {run.state.value}: only an interrupted run is continued")
+    if run.plan is None and run.graph is None:
+        raise NotContinuable(f"run {ref.run_id} ({run.engine or 'no engine'}) kept no plan or graph to continue")
+    manifest = await tasks.get_manifest(ref.tenant_id, ref.worker_id, run.task_id)
+    p = run.provenance
+    return RouteRequest(
+        ref.tenant_id,
+        ref.worker_id,
+        manifest.text,
+        p.source_type,  # type: ignore[arg-type]  # recorded from a SourceType
+        p.source_id,
+        run.thread_id,
+        conversational=False,
+        skill_id=run.skill_id,
+        duty_id=p.duty_id,
+        trigger_id=p.trigger_id,
+        goal_id=p.goal_id,
+        approval_ref=p.approval_ref,
+        idempotency_key=f"continue:{ref.run_id}",
+        continuation=Continuation(ref.run_id),
+    )

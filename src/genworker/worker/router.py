@@ -19,7 +19,7 @@ from typing import Any
 
 from genworker.conversation import AssistantMessage, SessionManager, ThreadQueue, UserMessage, to_model_messages
 from genworker.conversation.models import ConversationSession, session_id_for
-from genworker.engine.base import EngineDeps, EngineRequest, RunResult, RunStatus
+from genworker.engine.base import Continuation, EngineDeps, EngineRequest, RunResult, RunStatus
 from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import ApprovalRequired, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
 from genworker.ids import validate_id
@@ -36,6 +36,7 @@ from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
 from genworker.worker.duty_brief import depth_budget, duty_brief
+from genworker.worker.engine_runs import CheckpointStores, RunEngineState, checkpoint_stores
 from genworker.worker.governance import GovernanceDecision, GovernanceInput, GovernanceOutcome, TaskGovernanceStage
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence
 from genworker.worker.governance.models import SourceType
@@ -90,6 +91,7 @@ class RouteRequest:
     scheduled_for: datetime | None = None
     evidence: Evidence = NO_EVIDENCE  # an inferred action's confidence, sources, actions (the Policy Gate's)
     resume: tuple[Message, ...] = ()  # an approved tool call's checkpoint: the engine continues it
+    continuation: Continuation | None = None  # a plan or graph of an earlier run: the engine continues it
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,7 @@ class WorkerRouter:
     context_config: ContextWindowConfig | None = None
     memory: MemoryService | None = None  # recall before the context, an episode after a completed run
     files: DurableFiles = DIRECT  # the stores' own, so a turn's writes can share one durable wait
+    checkpoints: CheckpointStores | None = None  # LangGraph checkpoints (default: the workers' files)
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
         worker = self.registry.worker(tenant_id, worker_id)
@@ -315,6 +318,7 @@ class WorkerRouter:
             brief,
             resume=req.resume,
             budget=depth_budget(tenant.tenant, depth),
+            continuation=req.continuation,
         )
         settled = _Settled()  # the engine starts at once: its tool calls wait for `written` (scope.recorded)
         async for event in self._engine_events(engine_req, context, ref, question, settled):
@@ -433,8 +437,14 @@ class WorkerRouter:
         """Run the engine, streaming its events; one reactive retry on a provider context overflow."""
         for attempt in (1, 2):
             sink = _EventSink(hold_overflow=attempt == 1)
+            stores = self.checkpoints or checkpoint_stores(self.registry.root)
             dispatcher = EngineDispatcher(
-                EngineDeps(self.llm, self.tools.pipeline_for(self.resolve(ref.tenant_id, ref.worker_id)))
+                EngineDeps(
+                    self.llm,
+                    self.tools.pipeline_for(self.resolve(ref.tenant_id, ref.worker_id)),
+                    RunEngineState(self.tasks, ref.tenant_id, ref.worker_id, stores),
+                    self.registry.root,
+                )
             )
             task = asyncio.create_task(self._dispatch(dispatcher, _with_context(engine_req, context), sink))
             while (event := await sink.events.get()) is not None:
@@ -504,8 +514,9 @@ class WorkerRouter:
             skill_id=skill_id,
             gate_ref=None,
             reasons=(result.error or f"tool {call.name} needs a person's approval",),
-            kind="tool",
+            kind="interrupt" if result.continuation.get("kind") == "interrupt" else "tool",
             checkpoint=[dict(m) for m in result.checkpoint],
+            continuation=dict(result.continuation) or None,  # a plan's or graph's: approval continues it
             tool_call={"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
             posture=posture,
             approval_ref=manifest.provenance.approval_ref,
@@ -576,7 +587,7 @@ def _with_context(req: EngineRequest, context: ManagedContext) -> EngineRequest:
     system = "\n\n".join(p for p in (context.system_prompt, req.system) if p)
     return EngineRequest(
         req.run_id, req.skill, context.task, req.scope, system, tuple(context.history), req.purpose, req.resume,
-        req.budget,
+        req.budget, req.continuation,
     )  # fmt: skip
 
 

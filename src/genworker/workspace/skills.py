@@ -40,12 +40,13 @@ def load_skill(
     errors = _block_issues(doc, spec, blocks, warnings)
     graph = spec.settings.strategy.graph
     if graph is not None and graph.is_python:
-        problem = _python_graph_problem(scope, folder, level, graph, trust_level)
+        problem = _python_graph_problem(scope, folder, graph)
         if problem:
             line = _line(doc, "strategy", "graph", "module")
             errors.append(Issue("error", rel, problem, "metadata.genworker.strategy.graph.module", line))
     if errors:
         raise WorkspaceError(errors)
+    warnings += _graph_warnings(doc, spec, level, trust_level)
     warnings += _compat_warnings(doc, spec, level)
     if spec.name != folder.name:
         message = f"mapped: the skill is named {spec.name!r}; its folder {folder.name!r} is what paths use"
@@ -72,9 +73,9 @@ def _block_issues(doc: Document, spec: SkillSpec, blocks: Mapping[str, str], war
     return []
 
 
-def _python_graph_problem(scope: Scope, folder: Path, level: SkillLevel, graph: Graph, trust_level: int | None) -> str:
+def _python_graph_problem(scope: Scope, folder: Path, graph: Graph) -> str:
     """A Python graph runs code in the server: only a file in the skill's own folder, written
-    `workspace.<path from the workspace root>`, and only where the tenant's trust allows code."""
+    `workspace.<path from the workspace root>` (whether the tenant may run it: `_graph_warnings`)."""
     module = graph.module or ""
     parts = module.split(".")
     own = f"workspace.{'.'.join(Path(scope.rel(folder)).parts)}.<file>"
@@ -83,12 +84,31 @@ def _python_graph_problem(scope: Scope, folder: Path, level: SkillLevel, graph: 
     path = scope.root.joinpath(*parts[1:]).with_suffix(".py")
     if not path.is_relative_to(folder) or not scope.inside(path) or not path.is_file():
         return f"graph.module {module!r} is refused: it must name a .py file in the skill's own folder ({own})"
-    if level != SkillLevel.SYSTEM and (trust_level or 0) < PYTHON_GRAPH_TRUST:
-        return (
-            f"graph.module {module!r}: a Python graph runs code in the server; the tenant needs "
-            f"trust_level {PYTHON_GRAPH_TRUST} or more (it has {trust_level or 0})"
-        )
     return ""
+
+
+def _graph_warnings(doc: Document, spec: SkillSpec, level: SkillLevel, trust_level: int | None) -> list[Issue]:
+    """A langgraph skill whose graph cannot run here loads, and says what a run does instead."""
+    strategy = spec.settings.strategy
+    graph = strategy.graph
+    if strategy.mode != StrategyMode.LANGGRAPH or graph is None:
+        return []
+    then = (
+        f"a run uses its fallback ({strategy.fallback.mode.value})"
+        if strategy.fallback is not None
+        else "a run fails with engine_unavailable (add a fallback)"
+    )
+    if not graph.is_python:
+        why = "declared graphs (entry/nodes/edges) do not run here yet"
+    elif level != SkillLevel.SYSTEM and (trust_level or 0) < PYTHON_GRAPH_TRUST:
+        why = (
+            f"graph.module {graph.module!r} runs code in the server and the tenant's trust_level is "
+            f"{trust_level or 0} (it needs {PYTHON_GRAPH_TRUST} or more)"
+        )
+    else:
+        return []
+    field = "metadata.genworker.strategy.graph"
+    return [Issue("warning", doc.rel, f"{why}: {then}", field, _line(doc, "strategy", "graph"))]
 
 
 def _raw(doc: Document, *path: str | int) -> tuple[Any, list[str | int]]:

@@ -12,11 +12,11 @@ import functools
 import importlib.util
 
 from genworker.workspace.models.skill import SkillLevel
+from genworker.workspace.skills import PYTHON_GRAPH_TRUST
 from genworker.workspace.snapshot import Skill
 
 __all__ = ["PYTHON_GRAPH_TRUST", "graph_unavailable", "langgraph_missing"]
 
-PYTHON_GRAPH_TRUST = 2  # as the loader's (workspace/skills.py): a tenant's trust level for graph code
 EXTRA_MISSING = "the langgraph extra is not installed (pip install 'genworker[langgraph]')"
 
 
