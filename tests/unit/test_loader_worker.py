@@ -3,7 +3,9 @@ import json
 import pytest
 
 from genworker.workspace.errors import WorkspaceError
-from genworker.workspace.models import Goal
+from genworker.workspace.models import Goal, Tenant
+from genworker.workspace.scan import Scope
+from genworker.workspace.worker_loader import load_worker
 
 
 def test_minimal_worker_loads(ws) -> None:
@@ -304,6 +306,33 @@ def test_unknown_skill_references_are_warnings(ws) -> None:
         ),
         ("triage.md", "skill_id"): "'nope' is not a skill of this worker: the duty runs with the skill that matches",
         ("triage.md", "preferred_skill_ids"): "['missing'] are not skills of this worker (ignored)",
+    }
+
+
+@pytest.mark.parametrize("trust_level", [0, 1, 2])
+def test_code_pre_scripts_below_trust_2_warn_that_every_run_fails(ws, trust_level: int) -> None:
+    """Inline and path pre_scripts run code (trust 2, as bash); a tool call follows the tool's own rule.
+    The run would fail with pre_script_failed: `genworker check` says so before the first run."""
+    ws.persona()
+    ws.duty("inline", "pre_script: {source: 'print(1)'}\n")
+    ws.duty("script", "pre_script: {path: scripts/collect.sh, language: bash}\n")
+    ws.duty("lookup", "pre_script: {tool_name: web_search}\n")
+    ws.write("tenants/acme/workers/w/goals/g.md", "---\ngoal_id: g\ndefault_pre_script: {source: 'print(2)'}\n---\n")
+    scope = Scope(ws.root.resolve())
+    tenant = Tenant(tenant_id="acme", trust_level=trust_level)
+    _, issues = load_worker(scope, tenant, ws.worker_dir(), {})
+    warned = {(e.file.rsplit("/", 1)[-1], e.field): e.message for e in issues if "trust" in e.message}
+    if trust_level == 2:
+        assert warned == {}
+        return
+    run_fails = (
+        f"{{kind}} pre-scripts run code, which needs trust level 2 (tenant 'acme' has {trust_level}): every run "
+        "{whose} fails with pre_script_failed until TENANT.json sets trust_level 2"
+    )
+    assert warned == {
+        ("inline.md", "pre_script"): run_fails.format(kind="inline", whose="of this duty"),
+        ("script.md", "pre_script"): run_fails.format(kind="path", whose="of this duty"),
+        ("g.md", "default_pre_script"): run_fails.format(kind="inline", whose="this goal starts"),
     }
 
 

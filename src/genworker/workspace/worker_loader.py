@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
+from genworker.tools.sandbox import MIN_TRUST_LEVEL
 from genworker.workspace.documents import Document, read_json, read_markdown, validate
 from genworker.workspace.duties_loader import load_duties
 from genworker.workspace.errors import Issue, WorkspaceError
@@ -73,6 +74,7 @@ def load_worker(
     if persona_doc is None or persona is None:
         raise WorkspaceError(issues.issues)
     _check_references(persona_doc, persona, duties, goals, skills, issues, files)
+    _check_pre_script_trust(tenant, duties, goals, issues, files)
     _check_channel_credentials(scope.rel(folder / "CHANNEL_CREDENTIALS.json"), persona, credentials, issues)
     if issues.errors:
         raise WorkspaceError(issues.issues)
@@ -147,6 +149,32 @@ def _check_channel_credentials(
     wecom = credentials.wecom if credentials is not None else None
     if wecom is not None and wecom.agent_id is None and any(c.type == "wecom" for c in persona.channels):
         issues.warn(rel, "not set: this worker can answer WeCom group chats but not direct messages", "wecom.agent_id")
+
+
+def _check_pre_script_trust(
+    tenant: Tenant,
+    duties: Mapping[str, DutySpec],
+    goals: Mapping[str, Goal],
+    issues: Collector,
+    files: Mapping[str, str],
+) -> None:
+    """Inline and path pre_scripts run code (tools/pre_script.py refuses them below MIN_TRUST_LEVEL):
+    say so at load, not at each failed run. Upstream runs them at any trust level."""
+    if tenant.trust_level >= MIN_TRUST_LEVEL:
+        return
+    scripts = [(f"duty:{d.duty_id}", "pre_script", "of this duty", d.pre_script) for d in duties.values()]
+    scripts += [
+        (f"goal:{g.goal_id}", "default_pre_script", "this goal starts", g.default_pre_script) for g in goals.values()
+    ]
+    for key, field, whose, script in scripts:
+        if script is not None and script.kind != "ref":
+            issues.warn(
+                files[key],
+                f"{script.kind} pre-scripts run code, which needs trust level {MIN_TRUST_LEVEL} (tenant "
+                f"{tenant.tenant_id!r} has {tenant.trust_level}): every run {whose} fails with pre_script_failed "
+                f"until TENANT.json sets trust_level {MIN_TRUST_LEVEL}",
+                field,
+            )
 
 
 def _check_references(
