@@ -113,6 +113,15 @@ def target_of(goals: Sequence[Goal], run: RunRecord) -> Target | None:
     return None
 
 
+def _judged_target(goals: Sequence[Goal], verdict: GoalVerdict) -> Target | None:
+    """What a run judged before was judged against (to judge it again, whatever its task's status now)."""
+    goal = next((g for g in goals if g.goal_id == verdict.goal_id), None)
+    if goal is None or verdict.task_id is None:
+        return None if goal is None else Target(goal)
+    found = next(((t, m) for m in goal.milestones for t in m.tasks if t.id == verdict.task_id), None)
+    return None if found is None else Target(goal, *found)
+
+
 def match_task(goal: Goal, run: RunRecord) -> Projection | None:
     """What `run`'s verdict means for `goal`: met on an open task of this active goal -> done."""
     verdict = run.goal_verdict
@@ -215,7 +224,7 @@ class GoalProgressProjector:
         run = await self.tasks.get_run(run.ref)  # judged meanwhile by another process?
         if run.goal_verdict is not None and not again:
             return run, False
-        target = target_of(goals, run)
+        target = target_of(goals, run) if run.goal_verdict is None else _judged_target(goals, run.goal_verdict)
         if target is None:
             return run, False
         worker = safe_join(self.goals.root, "tenants", run.tenant_id, "workers", run.worker_id)
