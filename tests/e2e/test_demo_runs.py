@@ -58,7 +58,7 @@ def test_check_says_ok_with_no_warning(demo_workspace: Path, capsys: pytest.Capt
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], report["issues"]) == (True, [])
     assert main(["check", "--workspace", str(demo_workspace)]) == 0
-    assert capsys.readouterr().out == "OK: 1 tenant, 2 workers, 5 duties, 2 goals, 7 skills\n"
+    assert capsys.readouterr().out == "OK: 1 tenant, 2 workers, 5 duties, 2 goals, 9 skills\n"
 
 
 def test_every_tool_a_demo_skill_names_exists(demo_workspace: Path) -> None:
