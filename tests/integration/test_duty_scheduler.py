@@ -106,7 +106,7 @@ def test_a_manual_runs_evidence_reaches_the_policy_gate(
 
 
 BAD_EVIDENCE = [
-    ({"confidence": 1.5}, "body.evidence.confidence must be a number between 0 and 1"),
+    ({"confidence": 1.5}, "body.evidence.confidence: Input should be less than or equal to 1"),
     ({"sources": ["github", "github"]}, "body.evidence.sources lists ['github'] more than once"),
     ({"confidence": "high"}, "body.evidence.confidence"),
     ({"requested_effects": ["launch"]}, "body.evidence.requested_effects.0"),
