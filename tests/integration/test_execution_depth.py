@@ -91,6 +91,8 @@ def test_quick_and_deep_duties_use_their_tier_rounds_and_budget(
         Reply(tool_calls=(LIST,)),
         # dig (deep for trigger go): the strong tier, and the root-cause section
         Reply("Two files; nothing anomalous.", check=sees("Execution depth: deep", "Root-cause analysis")),
+        # ... completed: the evaluator turn judges its quality criterion (the fast tier)
+        Reply('{"criteria": [{"n": 1, "met": true, "reason": "two files"}]}'),
         # tally (standard): a 100-token budget, spent by the first turn
         Reply(tool_calls=(LIST,), prompt_tokens=90, completion_tokens=20),
     )
@@ -104,7 +106,8 @@ def test_quick_and_deep_duties_use_their_tier_rounds_and_budget(
         assert login.status_code == 200, login.text
         blocks = client.get("/api/v1/workers/alice/dashboard").json()["blocks"]
 
-    assert [r["model"] for r in model_server.requests] == ["fast-model", "fast-model", "strong-model", "standard-model"]
+    models = ["fast-model", "fast-model", "strong-model", "fast-model", "standard-model"]
+    assert [r["model"] for r in model_server.requests] == models
 
     assert glance["provenance"]["execution_depth"] == "quick"
     assert (glance["state"], glance["error"]["code"]) == ("budget_exceeded", "max_turns_exceeded")
@@ -113,7 +116,8 @@ def test_quick_and_deep_duties_use_their_tier_rounds_and_budget(
 
     assert dig["provenance"]["execution_depth"] == "deep"
     assert dig["state"] == "completed"
-    assert [(u["tier"], u["group"]) for u in dig["model_usage"]] == [("strong", "strong")]
+    assert [(u["tier"], u["group"]) for u in dig["model_usage"]] == [("strong", "strong"), ("fast", "fast")]
+    assert [(c["check"], c["verdict"]) for c in dig["checks"]] == [("quality", "passed")]
 
     assert tally["provenance"]["execution_depth"] == "standard"
     assert (tally["state"], tally["error"]["code"]) == ("budget_exceeded", "budget_exceeded")

@@ -70,6 +70,7 @@ class OutboundMessage:
     text: str
     format: OutboundFormat = "text"
     card: Mapping[str, Any] | None = None
+    files: tuple[tuple[str, str], ...] = ()  # (file name, text) attachments; email only
 
 
 @dataclass(frozen=True, slots=True)

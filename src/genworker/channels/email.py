@@ -102,6 +102,8 @@ class EmailClient:
             message["References"] = " ".join([*context.get("references", "").split(), parent])
         message["Auto-Submitted"] = "auto-generated" if "message_id" not in context else "auto-replied"
         message.set_content(outbound.text)
+        for name, text in outbound.files:
+            message.add_attachment(text, subtype="markdown" if name.endswith(".md") else "plain", filename=name)
         return message
 
     async def send(self, target: Target, outbound: OutboundMessage) -> Sent:

@@ -33,6 +33,7 @@ from genworker.autonomy.briefs import (
 )
 from genworker.autonomy.command_backend import AutonomyCommandBackend
 from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
+from genworker.autonomy.duties.outcomes import DutyOutcomes, build_duty_outcomes
 from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressChecker, GoalProgressProjector
 from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
 from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
@@ -103,6 +104,7 @@ class Runtime:
     heartbeat: HeartbeatService | None = None
     sensors: SensorRegistry | None = None
     duties: DutyScheduler | None = None
+    duty_outcomes: DutyOutcomes | None = None  # a duty run's contract checks, deliveries and escalations
     metrics: MetricSource | None = None  # what condition triggers read (default: WorkerMetrics)
     goals: GoalAggregate | None = None  # goals / suggestions / confirmations lifecycle (build_lifecycle)
     suggestions: SuggestionAggregate | None = None
@@ -309,6 +311,8 @@ class Runtime:
             await self.heartbeat.stop()
         if self.duties is not None:
             await self.duties.stop()
+        if self.duty_outcomes is not None:
+            await self.duty_outcomes.escalations.stop()
         await self._stop_policy()
         if self.channel_replier is not None:
             await self.channel_replier.aclose()
@@ -360,6 +364,8 @@ class Runtime:
         self.tools.messaging.outbox = self.outbox
         self.tools.messaging.worker = self.tools.mailbox.worker = self.registry.worker
         self.tools.messaging.bindings = bindings
+        if self.duty_outcomes is not None:  # duty results and escalations go out through it too
+            await self.duty_outcomes.connect(self.outbox, bindings)
         if self.heartbeat is not None and self.briefs is not None:
             self.heartbeat.runner.notify_owner = OwnerNotices(self.briefs, self.outbox, bindings)
 
@@ -586,6 +592,8 @@ async def build_autonomy(runtime: Runtime) -> None:
     runtime.duties = DutyScheduler(
         DutyStore(root), partial(route_through, runtime.router), bus=runtime.bus, metrics=runtime.metrics
     )
+    runtime.duty_outcomes = build_duty_outcomes(runtime.router, runtime.registry.worker, runtime.bus)
+    runtime.duties.outcomes = runtime.router.duty_outcomes = runtime.duty_outcomes
     # Policy: briefs (delivery: the lead adapts BriefSink to the channels' sender) and WAITING plans.
     policy_of = registry_policy(runtime.registry)
     shared = runtime.redis is not None and url

@@ -36,6 +36,7 @@ from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
 from genworker.worker.duty_brief import depth_budget, duty_brief
+from genworker.worker.duty_steps import DutyOutcomeSteps
 from genworker.worker.engine_runs import CheckpointStores, RunEngineState, checkpoint_stores
 from genworker.worker.governance import GovernanceDecision, GovernanceInput, GovernanceOutcome, TaskGovernanceStage
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence
@@ -124,6 +125,7 @@ class WorkerRouter:
     context_config: ContextWindowConfig | None = None
     memory: MemoryService | None = None  # recall before the context, an episode after a completed run
     files: DurableFiles = DIRECT  # the stores' own, so a turn's writes can share one durable wait
+    duty_outcomes: DutyOutcomeSteps | None = None  # a duty run's contract, deliveries, escalations
     checkpoints: CheckpointStores | None = None  # LangGraph checkpoints (default: the workers' files)
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
@@ -149,10 +151,24 @@ class WorkerRouter:
                         session = await self._session(req, thread_id)
                         start = await self._start(req, worker, thread_id, run_id, task_id)
                     async for event in self._run(req, worker, session, thread_id, start, written):
-                        yield event
+                        yield await self._ended(worker, event)
                 except Exception as exc:  # still in the turn: the next message sees the run ended
                     async for event in self._internal_error(req, run_id, exc):
-                        yield event
+                        yield await self._ended(worker, event)
+
+    async def _ended(self, worker: Worker, event: RouterEvent) -> RouterEvent:
+        """A duty run's RouteDone, after its result was delivered and its escalations made. Never
+        raises: the run is recorded whatever happens to its way out (which its record shows)."""
+        if self.duty_outcomes is None or not isinstance(event, RouteDone) or event.result.error_code == "duplicate":
+            return event
+        duty = worker.duties.get(event.record.provenance.duty_id or "")
+        if duty is None:
+            return event
+        try:
+            return RouteDone(event.result, await self.duty_outcomes.ended(worker, duty, event.record))
+        except Exception:
+            log.exception("[Router] run %s: its delivery or escalation failed", event.record.run_id)
+            return event
 
     async def _internal_error(self, req: RouteRequest, run_id: str, exc: Exception) -> AsyncIterator[RouterEvent]:
         """A bug or a storage failure once the run was accepted: logged under an error id, the run
@@ -325,6 +341,7 @@ class WorkerRouter:
             yield event
         result, tool_calls = settled.result, settled.tool_calls
         assert result is not None
+        result = await self._settle_duty(worker, outcome, ref, result, settled)  # its contract, before it completes
         # Three independent files, durable together before RUN_FINISHED and RouteDone (the final event);
         # the memory index learns from the episode meanwhile and after (its readers wait for it).
         remembered = self._outcome(req, result, manifest.task_id, recalled, scope.secrets)
@@ -342,6 +359,17 @@ class WorkerRouter:
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
         yield RouteDone(result, record)
+
+    async def _settle_duty(
+        self, worker: Worker, outcome: GovernanceOutcome, ref: RunRef, result: RunResult, settled: _Settled
+    ) -> RunResult:
+        """A duty run's result checked against its contract before the run is recorded."""
+        if self.duty_outcomes is None or outcome.duty is None:
+            return result
+        checked = await self.duty_outcomes.settle(worker, outcome.duty, ref, result, settled.tool_calls)
+        if checked is not result:
+            settled.finished = _finished(settled.finished, checked, ref.run_id)
+        return checked
 
     async def _append_turn(
         self, session: ConversationSession | None, req: RouteRequest, run_id: str, result: RunResult
@@ -649,7 +677,15 @@ class _Settled:
 
     result: RunResult | None = None
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
-    finished: RunFinished | None = None
+    finished: RunFinished | RunError | None = None  # or the RunError of a failed duty contract check
+
+
+def _finished(finished: RunFinished | RunError | None, result: RunResult, run_id: str) -> RunFinished | RunError | None:
+    """The stream's last engine event after the duty's contract changed the result: RUN_FINISHED
+    with the repaired output, or the RunError of a failed check."""
+    if result.status != "completed":
+        return RunError(run_id, result.error_code, result.error)
+    return replace(finished, output=result.output) if isinstance(finished, RunFinished) else finished
 
 
 def _asking(result: RunResult, question: str | None) -> RunResult:

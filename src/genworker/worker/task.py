@@ -19,6 +19,7 @@ from pydantic import ConfigDict
 
 from genworker.ids import validate_id
 from genworker.tools.audit import AuditRecord, OutcomeKind
+from genworker.worker.contract_record import ContractCheck, DeliveryRecord, EscalationRecord
 from genworker.worker.engine_state import GraphRecord, PlanRecord
 
 if TYPE_CHECKING:  # keeps reading and writing runs free of the model stack
@@ -428,6 +429,9 @@ class RunRecord:
     pending_approval: PendingApproval | None = None
     history: tuple[StateChange, ...] = ()
     owner: str | None = None  # the runtime instance running it (see lifecycle/leases.py)
+    checks: tuple[ContractCheck, ...] = ()  # a duty run: its contract's checks (worker/contract_record.py)
+    deliveries: tuple[DeliveryRecord, ...] = ()  # a duty run: where its result went, one per destination
+    escalations: tuple[EscalationRecord, ...] = ()  # a duty run: who it was escalated to, and how that went
     plan: PlanRecord | None = None  # planning: the plan and its nodes' states (worker/engine_state.py)
     graph: GraphRecord | None = None  # langgraph: the checkpoint thread and where it stands
     schema_version: int = RUN_SCHEMA_VERSION

@@ -27,8 +27,11 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.duties.conditions import MetricSource, evaluate_rule
+from genworker.autonomy.duties.contract import duty_terms
 from genworker.autonomy.duties.errors import DutyNotFound
 from genworker.autonomy.duties.event_types import type_matches
+from genworker.autonomy.duties.outcomes import DutyOutcomes, SlaBreach
+from genworker.autonomy.duties.sla import SlaWatch
 from genworker.autonomy.duties.slots import (
     aps_trigger,
     due_slots,
@@ -43,7 +46,7 @@ from genworker.events.models import Event
 from genworker.worker.governance.errors import GovernanceInputError
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence, evidence_from
 from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest, WorkerRouter
-from genworker.worker.task import RunRecord
+from genworker.worker.task import RunRecord, RunState
 from genworker.workspace.models.duty import (
     ConditionTrigger,
     DutySpec,
@@ -62,7 +65,8 @@ JOB_PREFIX: Final = "duty:"
 INBOX_WRITTEN: Final = "inbox.item_written"
 
 TriggerType = Literal["schedule", "event", "condition", "manual"]
-Route = Callable[[RouteRequest], Awaitable[tuple[RunRecord, bool]]]  # -> (run, created by this request)
+Route = Callable[..., Awaitable[tuple[RunRecord, bool]]]  # (request, on_accepted=...) -> (run, created by it)
+_RETRIED = frozenset({RunState.FAILED, RunState.BUDGET_EXCEEDED})  # an SLA's `retries` run these again
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +77,18 @@ class FireOutcome:
     scheduled_for: datetime
 
 
-async def route_through(router: WorkerRouter, req: RouteRequest) -> tuple[RunRecord, bool]:
-    """Route `req` to its end; (the run, whether this request created it)."""
+async def route_through(
+    router: WorkerRouter, req: RouteRequest, on_accepted: Callable[[str], None] | None = None
+) -> tuple[RunRecord, bool]:
+    """Route `req` to its end; (the run, whether this request created it). `on_accepted` learns the
+    run's id as soon as the router accepts it."""
     accepted: str | None = None
     done: RouteDone | None = None
     async for event in router.route_stream(req):
         if isinstance(event, RouteAccepted):
             accepted = event.run_id
+            if on_accepted is not None:
+                on_accepted(accepted)
         elif isinstance(event, RouteDone):
             done = event
     assert done is not None
@@ -141,6 +150,7 @@ class DutyScheduler:
         self.clock = clock
         self.grace = grace  # a slot no older than this is on time, not missed
         self.last_error: dict[str, str] = {}
+        self.outcomes: DutyOutcomes | None = None  # SLA breaches are announced and escalated through it
         self._workers: dict[tuple[str, str], Worker] = {}
         self._job_versions: dict[str, str] = {}
         self._running_since: dict[str, datetime] = {}  # job id -> when this scheduler started running it
@@ -363,6 +373,28 @@ class DutyScheduler:
         evidence: Evidence = NO_EVIDENCE,
     ) -> FireOutcome:
         key = fire_key(duty.duty_id, trigger_id, slot, duty_version(duty)) if slot is not None else None
+        outcome = await self._fire_once(worker, duty, trigger_id, trigger_type, scheduled_for, key, evidence)
+        sla = duty_terms(duty).sla
+        attempt = 0
+        while outcome.created and outcome.run.state in _RETRIED and attempt < sla.retries and trigger_type != "manual":
+            attempt += 1
+            log.warning("[Duties] %s ended %s; retry %d of %d in %.0f s", key or duty.duty_id, outcome.run.state,
+                        attempt, sla.retries, sla.retry_backoff_s)  # fmt: skip
+            await asyncio.sleep(sla.retry_backoff_s)
+            retry_key = f"{key}:retry-{attempt}" if key is not None else None
+            outcome = await self._fire_once(worker, duty, trigger_id, trigger_type, scheduled_for, retry_key, evidence)
+        return outcome
+
+    async def _fire_once(
+        self,
+        worker: Worker,
+        duty: DutySpec,
+        trigger_id: str,
+        trigger_type: TriggerType,
+        scheduled_for: datetime,
+        key: str | None,
+        evidence: Evidence,
+    ) -> FireOutcome:
         req = RouteRequest(
             worker.tenant_id,
             worker.worker_id,
@@ -376,7 +408,7 @@ class DutyScheduler:
             scheduled_for=scheduled_for,
             evidence=evidence,
         )
-        run, created = await self.route(req)
+        run, created = await self._route(worker, duty, req, trigger_id, scheduled_for)
         if created:
             record = ExecutionRecord(
                 duty_id=duty.duty_id,
@@ -393,3 +425,26 @@ class DutyScheduler:
         else:
             log.info("[Duties] %s already ran as %s", key, run.run_id)
         return FireOutcome(run, created, key, scheduled_for)
+
+    async def _route(
+        self, worker: Worker, duty: DutySpec, req: RouteRequest, trigger_id: str, slot: datetime
+    ) -> tuple[RunRecord, bool]:
+        """Route the fire; with an SLA, watched against it (a breach goes to `outcomes`)."""
+        sla = duty_terms(duty).sla
+        outcomes = self.outcomes
+        if not sla.timed or outcomes is None:
+            return await self.route(req)
+
+        async def breached(breach: SlaBreach, run_id: str) -> None:
+            await outcomes.sla_breached(worker, duty, breach, run_id)
+
+        watch = SlaWatch(sla, slot.astimezone(UTC), trigger_id, req.idempotency_key, breached, self.clock)
+        watcher = asyncio.create_task(watch.watch(), name=f"sla {duty.duty_id}")
+        try:
+            return await self.route(req, on_accepted=watch.accept)
+        finally:
+            watch.finish()
+            try:
+                await watcher
+            except Exception:  # a failed announcement must not fail the fire
+                log.exception("[Duties] the SLA watch of %s failed", duty.duty_id)

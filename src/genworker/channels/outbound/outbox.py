@@ -99,6 +99,14 @@ class OutboxMessage:
     format: OutboundFormat = "markdown"
     subject: str | None = None  # email
     cc: tuple[str, ...] = ()  # email
+    cards: Mapping[str, Any] = field(default_factory=dict)  # platform -> its card (format "card"); others: markdown
+    files: tuple[tuple[str, str], ...] = ()  # email: (file name, text) attachments
+
+    def outbound(self, platform: str) -> OutboundMessage:
+        """The message as `platform` gets it: its own card, if any, and attachments only by email."""
+        card = self.cards.get(platform)
+        fmt: OutboundFormat = "markdown" if self.format == "card" and card is None else self.format
+        return OutboundMessage(self.text, fmt, card, files=self.files if platform == "email" else ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +149,7 @@ class OutboxEntry:
             data["recipients"] = tuple(Recipient(**r) for r in data["recipients"])
             message = dict(data["message"])
             message["cc"] = tuple(message.get("cc", ()))
+            message["files"] = tuple((str(n), str(t)) for n, t in message.get("files", ()))
             data["message"] = OutboxMessage(**message)
             return cls(**data)
         except (ValueError, TypeError, KeyError) as exc:
@@ -233,8 +242,8 @@ class Outbox:
         self._inflight.add(path)
         try:
             errors: list[str] = []
-            outbound = OutboundMessage(entry.message.text, entry.message.format)
             for recipient in entry.recipients:
+                outbound = entry.message.outbound(recipient.platform)
                 try:
                     result = await self.transport(
                         entry.tenant_id,

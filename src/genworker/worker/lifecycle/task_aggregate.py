@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, TypeVar, assert_never
 
 from genworker.ids import InvalidIdError, PathEscapeError
 from genworker.observability.metrics import record_run_state
 from genworker.tools.journal import StepJournal, UnfinishedStep
+from genworker.worker.contract_record import ContractCheck, DeliveryRecord, EscalationRecord
 from genworker.worker.lifecycle.errors import (
     IllegalTransition,
     RunClosed,
@@ -420,6 +421,38 @@ class TaskLifecycle:
 
         return await self._store.files.run(lambda: self._apply(ref, change))
 
+    # -- a duty run's contract checks, deliveries and escalations (facts; also once it has ended) --
+
+    async def record_checks(
+        self, ref: RunRef, checks: Sequence[ContractCheck], audit_refs: Sequence[str] = ()
+    ) -> RunRecord:
+        """Append contract checks; `audit_refs` (the tool calls that are its audit evidence) join the
+        provenance's."""
+
+        def change(run: RunRecord, now: datetime) -> RunRecord:
+            refs = tuple(dict.fromkeys((*run.provenance.audit_refs, *audit_refs)))
+            return replace(run, checks=(*run.checks, *checks), provenance=replace(run.provenance, audit_refs=refs))
+
+        return await self._store.files.run(lambda: self._apply(ref, change))
+
+    async def record_deliveries(self, ref: RunRef, deliveries: Sequence[DeliveryRecord]) -> RunRecord:
+        """Add deliveries, or update them by key; one that was `sent` stays so."""
+
+        def change(run: RunRecord, now: datetime) -> RunRecord | None:
+            merged = _by_key(run.deliveries, deliveries, final="sent")
+            return None if merged == run.deliveries else replace(run, deliveries=merged)
+
+        return await self._store.files.run(lambda: self._apply(ref, change))
+
+    async def record_escalations(self, ref: RunRef, escalations: Sequence[EscalationRecord]) -> RunRecord:
+        """Add escalations, or update them by key; one that was `sent` stays so."""
+
+        def change(run: RunRecord, now: datetime) -> RunRecord | None:
+            merged = _by_key(run.escalations, escalations, final="sent")
+            return None if merged == run.escalations else replace(run, escalations=merged)
+
+        return await self._store.files.run(lambda: self._apply(ref, change))
+
     # -- recovery ----------------------------------------------------------------------
 
     async def recover_interrupted(self, alive: Alive | None = None) -> list[RunRef]:
@@ -471,6 +504,16 @@ class TaskLifecycle:
 
 
 Alive = Callable[[str], bool]
+_Keyed = TypeVar("_Keyed", DeliveryRecord, EscalationRecord)
+
+
+def _by_key(current: tuple[_Keyed, ...], updates: Sequence[_Keyed], *, final: str) -> tuple[_Keyed, ...]:
+    merged = {r.key: r for r in current}
+    for update in updates:
+        known = merged.get(update.key)
+        if known is None or known.state != final or update.state == final:
+            merged[update.key] = update
+    return tuple(merged.values())
 
 
 def _interrupted(run: RunRecord, steps: Sequence[UnfinishedStep], now: datetime) -> RunRecord:

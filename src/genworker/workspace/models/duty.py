@@ -44,6 +44,15 @@ from genworker.workspace.models.base import (
 )
 from genworker.workspace.models.cron import cron_trigger, numeric_weekdays
 from genworker.workspace.models.depth import DEFAULT_DEPTH, DEPTHS, ExecutionDepth
+from genworker.workspace.models.duty_terms import (
+    DeliveryList,
+    audit_terms,
+    check_output_schema,
+    contract_warnings,
+    escalation_rule,
+    escalation_rules,
+    sla_terms,
+)
 
 __all__ = [
     "DEFAULTABLE_FIELDS",
@@ -334,6 +343,11 @@ class Escalation(Model):
     condition: str
     target: str
 
+    @model_validator(mode="after")
+    def _readable(self) -> Escalation:
+        escalation_rule(self.condition, self.target, "escalation")
+        return self
+
 
 def _tool_input(value: Any) -> Any:
     """Upstream genworker writes a ref's input as [[key, value], ...] pairs; a mapping is kept."""
@@ -405,6 +419,15 @@ class DutyContract(Model):
     approval: JsonMap = Field(default_factory=dict)
     audit: JsonMap = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _enforced_terms(self) -> DutyContract:
+        """The parts the runtime enforces must read (duty_terms.py); the maps stay as written."""
+        check_output_schema(self.output_schema)
+        sla_terms(self.sla)
+        escalation_rules(self.escalation)
+        audit_terms(self.audit, self.output_schema)
+        return self
+
 
 class ProcessStep(Model):
     process_id: WorkspaceId
@@ -426,6 +449,7 @@ DEFAULTABLE_FIELDS = frozenset(
         "execution_log_retention",
         "contract",
         "process_step",
+        "delivery",
     }
 )
 
@@ -463,6 +487,7 @@ class DutySpec(Model):
     duty_defaults: JsonMap = Field(default_factory=dict)
     contract: DutyContract | None = None
     process_step: ProcessStep | None = None
+    delivery: DeliveryList = ()  # where the result of a completed run goes (duty_terms.DeliveryTarget)
 
     @property
     def is_active(self) -> bool:
@@ -528,7 +553,7 @@ def duty_warnings(data: Mapping[str, Any]) -> list[tuple[Loc, str]]:
                     f"cannot read {data['execution_log_retention']!r} as a duration (like '30d'): keeping 30 days",
                 )
             )
-    return found
+    return found + contract_warnings(data)
 
 
 def _posture_message(loc: Loc, value: str) -> str:
