@@ -35,6 +35,7 @@ from genworker.api.routes import engine_runs as engine_run_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import metrics as metrics_routes
+from genworker.api.routes import service as service_routes
 from genworker.api.routes import suggestions as suggestion_routes
 from genworker.api.routes import undo as undo_routes
 from genworker.api.routes import waiting as waiting_routes
@@ -99,6 +100,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(waiting_routes.router)
     app.include_router(undo_routes.router)
     app.include_router(engine_run_routes.router)
+    app.include_router(service_routes.router)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     install_openapi(app)
     return app

@@ -44,7 +44,7 @@ async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
     try:
         first = await anext(stream)
     except RouteError as exc:
-        raise ApiError(exc.status, exc.code, str(exc)) from None
+        raise ApiError(exc.status, exc.code, str(exc), exc.headers) from None
     assert isinstance(first, RouteAccepted)
     events: asyncio.Queue[object] = asyncio.Queue()
 

@@ -62,10 +62,12 @@ class SessionManager:
     def new_thread_id(self) -> str:
         return self._new_thread_id()
 
-    def unsaved_thread(self, tenant_id: str, worker_id: str, thread_id: str) -> ConversationSession:
+    def unsaved_thread(
+        self, tenant_id: str, worker_id: str, thread_id: str, *, ttl_s: int | None = None
+    ) -> ConversationSession:
         """A new thread's session, not yet stored: its first `append` creates it (one file write for
         a new conversation's first turn instead of two). For a thread id nobody can know yet."""
-        return self._fresh(tenant_id, "thread", worker_id, thread_id, None, None)
+        return self._fresh(tenant_id, "thread", worker_id, thread_id, ttl_s, None)
 
     async def main_session(self, tenant_id: str, worker_id: str) -> ConversationSession:
         return await self._get_or_create(self._fresh(tenant_id, "main", worker_id, MAIN_THREAD_ID, None, None))

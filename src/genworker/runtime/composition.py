@@ -68,11 +68,14 @@ from genworker.worker.confirmations import (
     through_briefs,
 )
 from genworker.worker.context.tokens import load_tokenizer
+from genworker.worker.delegation import Delegation, DelegationLimits
 from genworker.worker.engine_runs import checkpoint_stores
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
+from genworker.worker.handoff import HandOffs
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
 from genworker.worker.router import WorkerRouter
+from genworker.worker.service import ServiceDesk
 from genworker.worker.skill_matcher import SkillMatcher
 from genworker.workspace.models import Tenant
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
@@ -137,6 +140,7 @@ class Runtime:
         await asyncio.to_thread(self.leases.renew)
         await self._open_write_journal()
         self.router = build_router(self)
+        self._connect_collaboration(self.router)
         recovered = await self.router.tasks.recover_interrupted(alive=self.leases.alive)
         if recovered:
             log.warning("[Runtime] %d runs left running by a stopped process are now interrupted", len(recovered))
@@ -369,6 +373,13 @@ class Runtime:
         if self.heartbeat is not None and self.briefs is not None:
             self.heartbeat.runner.notify_owner = OwnerNotices(self.briefs, self.outbox, bindings)
 
+    def _connect_collaboration(self, router: WorkerRouter) -> None:
+        """The delegate tools start child runs through the router; a service hands conversations over."""
+        limits = DelegationLimits.from_settings(self.settings)
+        self.tools.delegation.runner = Delegation(router, self.background, limits)
+        if router.service is not None:
+            self.tools.escalation.hand_over = HandOffs(router.service).hand_over
+
     def _connect_briefs(self, briefs: BriefService) -> None:
         """Briefs go out through the channels; their confirmation and suggestion sections read the
         IM commands' backend."""
@@ -551,21 +562,22 @@ def build_router(runtime: Runtime) -> WorkerRouter:
     files = runtime.files or DIRECT
     store: SessionStore = RedisSessionStore(aredis) if aredis is not None else FileSessionStore(root, files=files)
     confirmations = ConfirmationStore(root)
+    sessions = SessionManager(store)
+    tasks = TaskLifecycle(root, owner=runtime.leases.instance_id if runtime.leases is not None else None, files=files)
     return WorkerRouter(
         registry=runtime.registry,
         llm=runtime.llm,
         tools=runtime.tools,
-        sessions=SessionManager(store),
+        sessions=sessions,
         queue=ThreadQueue(aredis),
-        tasks=TaskLifecycle(
-            root, owner=runtime.leases.instance_id if runtime.leases is not None else None, files=files
-        ),
+        tasks=tasks,
         governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations), files=files),
         confirmations=confirmations,
         matcher=SkillMatcher(),
         memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm, files=files),
         files=files,
         checkpoints=checkpoint_stores(root, runtime.redis),  # LangGraph checkpoints: Redis when shared
+        service=ServiceDesk(runtime.registry, sessions, tasks, runtime.tools.messaging),
     )
 
 

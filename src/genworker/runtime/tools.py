@@ -21,6 +21,8 @@ from genworker.tools.audit import WorkerAuditSink
 from genworker.tools.base import Tool, ToolCall
 from genworker.tools.builtin import builtin_tools
 from genworker.tools.builtin.bash import bash_execute_tool
+from genworker.tools.builtin.delegation import DelegationSlot, delegation_tools
+from genworker.tools.builtin.escalation import EscalationSlot, escalation_tools, unavailable_tools
 from genworker.tools.builtin.execute_code import execute_code_tool
 from genworker.tools.builtin.mailbox import MailboxSlot, mailbox_tools
 from genworker.tools.builtin.messaging import MessagingSlot, messaging_tools
@@ -90,6 +92,8 @@ class ToolRuntime:
         self.waits = WaitSlot()  # wait_for_event parks runs here; the composition fills it
         self.messaging = MessagingSlot()  # send_message / send_email send through the outbox set here
         self.mailbox = MailboxSlot()  # email_search / email_list_folders find the worker's account here
+        self.delegation = DelegationSlot()  # delegate_to_worker / spawn_* start child runs through it
+        self.escalation = EscalationSlot()  # escalate_conversation hands a service conversation over
         self._workers: dict[tuple[str, str], WorkerTools] = {}
 
     def worker_dir(self, worker: Worker) -> Path:
@@ -104,6 +108,8 @@ class ToolRuntime:
             wait_for_event_tool(self.waits),
             *messaging_tools(self.messaging),
             *mailbox_tools(self.mailbox),
+            *delegation_tools(self.delegation),
+            *escalation_tools(self.escalation),
         ]
 
     def pipeline_for(self, worker: Worker) -> ToolPipeline:
@@ -120,7 +126,12 @@ class ToolRuntime:
             )
             pipeline.register(bash_execute_tool())
             pipeline.register(wait_for_event_tool(self.waits))
-            for tool in (*messaging_tools(self.messaging), *mailbox_tools(self.mailbox)):
+            for tool in (
+                *messaging_tools(self.messaging),
+                *mailbox_tools(self.mailbox),
+                *delegation_tools(self.delegation),
+                *escalation_tools(self.escalation),
+            ):
                 pipeline.register(tool)
             pipeline.register(execute_code_tool(lambda: pipeline))  # its tool calls come back through here
             for script in self.script_tools(pipeline):
@@ -256,7 +267,7 @@ class ToolRuntime:
             trust_level=tenant.trust_level,
             posture=posture,
             tenant_denied_tools=frozenset(tenant.tool_policy.denied_tools),
-            worker_denied_tools=frozenset(policy.denied_tools),
+            worker_denied_tools=frozenset(policy.denied_tools) | unavailable_tools(worker),
             worker_allowed_tools=frozenset(policy.allowed_tools) if policy.mode == "whitelist" else None,
             approved_call_ids=approved_call_ids,
             secrets=_secrets(worker),

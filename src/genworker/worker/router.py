@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from genworker.conversation import AssistantMessage, SessionManager, ThreadQueue, UserMessage, to_model_messages
 from genworker.conversation.models import ConversationSession, session_id_for
@@ -34,7 +34,7 @@ from genworker.tools.base import ToolCall
 from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
-from genworker.worker.context.models import ManagedContext
+from genworker.worker.context.models import ManagedContext, MemoryItem
 from genworker.worker.duty_brief import depth_budget, duty_brief
 from genworker.worker.duty_steps import DutyOutcomeSteps
 from genworker.worker.engine_runs import CheckpointStores, RunEngineState, checkpoint_stores
@@ -57,6 +57,9 @@ from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.write_journal import DIRECT, DurableFiles, Written
 
+if TYPE_CHECKING:
+    from genworker.worker.service import ServiceDesk
+
 log = logging.getLogger("genworker.router")
 
 __all__ = ["RouteAccepted", "RouteDone", "RouteError", "RouteRequest", "RouterEvent", "WorkerRouter"]
@@ -67,8 +70,9 @@ Message = Mapping[str, Any]
 class RouteError(Exception):
     """The request cannot be routed (4xx): unknown worker, unknown skill, bad thread id."""
 
-    def __init__(self, code: str, message: str, status: int = 404) -> None:
+    def __init__(self, code: str, message: str, status: int = 404, headers: Mapping[str, str] | None = None) -> None:
         self.code, self.status = code, status
+        self.headers = dict(headers or {})  # e.g. Retry-After of a busy service
         super().__init__(message)
 
 
@@ -93,6 +97,8 @@ class RouteRequest:
     evidence: Evidence = NO_EVIDENCE  # an inferred action's confidence, sources, actions (the Policy Gate's)
     resume: tuple[Message, ...] = ()  # an approved tool call's checkpoint: the engine continues it
     continuation: Continuation | None = None  # a plan or graph of an earlier run: the engine continues it
+    parent: RunRef | None = None  # delegated: the run that asked for it (its tenant must be this one)
+    delegation_depth: int = 0  # the parent's depth + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +133,7 @@ class WorkerRouter:
     files: DurableFiles = DIRECT  # the stores' own, so a turn's writes can share one durable wait
     duty_outcomes: DutyOutcomeSteps | None = None  # a duty run's contract, deliveries, escalations
     checkpoints: CheckpointStores | None = None  # LangGraph checkpoints (default: the workers' files)
+    service: ServiceDesk | None = None  # service mode: admission, session TTL, knowledge, hand-offs
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
         worker = self.registry.worker(tenant_id, worker_id)
@@ -136,6 +143,10 @@ class WorkerRouter:
 
     async def route_stream(self, req: RouteRequest) -> AsyncIterator[RouterEvent]:
         worker = self.resolve(req.tenant_id, req.worker_id)
+        if req.parent is not None and req.parent.tenant_id != req.tenant_id:
+            raise RouteError("cross_tenant", "work is only ever delegated within its own tenant", 403)
+        if self.service is not None:  # a busy service refuses a new conversation; a handed-over one moves
+            req, worker = await self.service.admit(req, worker)
         if req.skill_id is not None and req.skill_id not in worker.skills:  # 404, like an unknown worker
             raise RouteError("skill_not_found", f"worker {req.worker_id!r} has no skill {req.skill_id!r}")
         thread_id = self._thread_id(req)
@@ -144,6 +155,11 @@ class WorkerRouter:
         with turn_in_progress():  # LiteLLM's logging waits until no turn is in progress (llm/bookkeeping.py)
             async with self.queue.turn(req.tenant_id, thread_id, run_id):
                 try:
+                    relay = await self.service.relay(req, worker, run_id, task_id) if self.service else None
+                    if relay is not None:  # the thread is with a person: the message goes to them
+                        async for event in relay:
+                            yield event
+                        return
                     # A new thread's session, the policy snapshot and the run record: durable together
                     # before the engine or a pre_script starts; recall and context assembly overlap their sync.
                     async with self.files.pending() as written:
@@ -205,9 +221,11 @@ class WorkerRouter:
     async def _session(self, req: RouteRequest, thread_id: str) -> ConversationSession | None:
         if not req.conversational:
             return None
+        ttl = self.service.session_ttl(req) if self.service is not None else None  # idle service threads expire
         if req.thread_id is None:  # a thread this turn starts: stored with its first turn (_append_turn)
-            return self.sessions.unsaved_thread(req.tenant_id, req.worker_id, thread_id)
-        return await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, thread_id)
+            return self.sessions.unsaved_thread(req.tenant_id, req.worker_id, thread_id, ttl_s=ttl)
+        session = await self.sessions.get_or_create_thread(req.tenant_id, req.worker_id, thread_id, ttl_s=ttl)
+        return session if ttl is None or session.ttl_s == ttl else await self.sessions.set_ttl(session, ttl)
 
     async def _start(self, req: RouteRequest, worker: Worker, thread_id: str, run_id: str, task_id: str) -> _Started:
         """Governance, the skill, and the task's manifest and run record written (not yet durable)."""
@@ -312,11 +330,12 @@ class WorkerRouter:
         binding = MemoryBinding(req.tenant_id, req.worker_id, run_id, manifest.provenance.duty_id, thread)
         question = await self._cross_channel(binding, req, session)  # before recall: an accepted summary counts
         recalled = await self._recall(binding, req.text, manifest.provenance.goal_id, session)
+        knowledge, guidance = await self._service_context(worker, req.text)
         context = await build_managed_context(
             worker,
             task_text,
             history,
-            memory=recalled.items(),
+            memory=(*recalled.items(), *knowledge),
             config=self.context_config,
             llm=self.llm,
             provenance=manifest.provenance,
@@ -326,6 +345,7 @@ class WorkerRouter:
         assert match.skill is not None
         depth = outcome.manifest.execution_depth or DEFAULT_DEPTH
         brief = duty_brief(outcome.duty, manifest.provenance.trigger_id, depth)  # joins the system prompt
+        brief = "\n\n".join(p for p in (brief, guidance) if p)  # and the service's limits and escalation triggers
         engine_req = EngineRequest(
             run_id,
             match.skill,
@@ -359,6 +379,13 @@ class WorkerRouter:
         if settled.finished is not None:  # a client that sees RUN_FINISHED finds the run, turn and episode stored
             yield settled.finished
         yield RouteDone(result, record)
+
+    async def _service_context(self, worker: Worker, text: str) -> tuple[tuple[MemoryItem, ...], str]:
+        """A service worker's knowledge passages for `text` and its paragraph of the system prompt."""
+        if self.service is None:
+            return (), ""
+        served = await self.service.context(worker, text)
+        return served.knowledge, served.guidance
 
     async def _settle_duty(
         self, worker: Worker, outcome: GovernanceOutcome, ref: RunRef, result: RunResult, settled: _Settled
@@ -449,6 +476,8 @@ class WorkerRouter:
                 settled.result = _asking(item, question)
                 continue
             if isinstance(item, RunFinished):
+                if self.service is not None:  # a hand-off made in this run: the user is told who took over
+                    question = "\n\n".join(p for p in (question, self.service.take_notice(ref.run_id)) if p) or None
                 if question and item.outcome == "completed":
                     yield TextDelta(f"\n\n{question}")
                     item = replace(item, output=f"{item.output}\n\n{question}")
@@ -577,6 +606,9 @@ class WorkerRouter:
             approval_ref=m.approval_ref,
             scheduled_for=req.scheduled_for,
             idempotency_key=req.idempotency_key,
+            parent_run_id=req.parent.run_id if req.parent is not None else None,
+            parent_worker_id=req.parent.worker_id if req.parent is not None else None,
+            delegation_depth=req.delegation_depth if req.parent is not None else 0,
         )
         return TaskManifest(
             task_id=task_id,

@@ -31,6 +31,7 @@ __all__ = [
     "TASK_SCHEMA_VERSION",
     "TERMINAL_STATES",
     "TRANSITIONS",
+    "ChildRun",
     "Deliverable",
     "GateLevel",
     "GoalStatus",
@@ -186,12 +187,19 @@ class TaskProvenance:
     audit_refs: tuple[str, ...] = ()
     scheduled_for: datetime | None = None
     idempotency_key: str | None = None
+    parent_run_id: str | None = None  # delegated work: the run that started it (same tenant)
+    parent_worker_id: str | None = None
+    delegation_depth: int = 0  # 0: not delegated; a child is its parent's depth + 1
 
     def __post_init__(self) -> None:
         _nonempty(self.source_type, "source_type")
         _aware(self.scheduled_for, "scheduled_for")
         if self.idempotency_key is not None:
             _nonempty(self.idempotency_key, "idempotency_key")
+        if (self.parent_run_id is None) != (self.parent_worker_id is None):
+            raise ValueError("parent_run_id and parent_worker_id are set together")
+        if self.delegation_depth < 0 or (self.delegation_depth > 0) != (self.parent_run_id is not None):
+            raise ValueError("delegation_depth is 0 without a parent run and at least 1 with one")
 
 
 @dataclass(frozen=True, slots=True)
@@ -382,6 +390,22 @@ class StateChange:
 
 
 @dataclass(frozen=True, slots=True)
+class ChildRun:
+    """A run this run started through a delegate tool (its record names this run as its parent)."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = _STRICT
+
+    worker_id: str
+    run_id: str
+    created_at: datetime
+
+    def __post_init__(self) -> None:
+        validate_id(self.worker_id, "worker_id")
+        validate_id(self.run_id, "run_id")
+        _aware(self.created_at, "created_at")
+
+
+@dataclass(frozen=True, slots=True)
 class GoalVerdict:
     """The goal evaluator's judgement of a completed run (docs/goals.md, "Evaluation"): the goal and
     goal task it was judged against, why, and which of the run's evidence it rests on."""
@@ -432,6 +456,7 @@ class RunRecord:
     checks: tuple[ContractCheck, ...] = ()  # a duty run: its contract's checks (worker/contract_record.py)
     deliveries: tuple[DeliveryRecord, ...] = ()  # a duty run: where its result went, one per destination
     escalations: tuple[EscalationRecord, ...] = ()  # a duty run: who it was escalated to, and how that went
+    children: tuple[ChildRun, ...] = ()  # runs it delegated, oldest first
     plan: PlanRecord | None = None  # planning: the plan and its nodes' states (worker/engine_state.py)
     graph: GraphRecord | None = None  # langgraph: the checkpoint thread and where it stands
     schema_version: int = RUN_SCHEMA_VERSION

@@ -33,7 +33,9 @@ __all__ = [
     "SourceType",
 ]
 
-SourceType = Literal["chat", "task", "openai", "duty", "event", "schedule", "sensor", "heartbeat", "goal"]
+SourceType = Literal[
+    "chat", "task", "openai", "duty", "event", "schedule", "sensor", "heartbeat", "goal", "collaboration"
+]  # collaboration: delegated by another run (delegate_to_worker, spawn_task, spawn_subagents)
 Action = Literal["auto", "gated", "blocked"]
 RiskTier = Literal["low", "medium", "high"]
 Reversibility = Literal["reversible", "undo_window", "irreversible"]

@@ -31,6 +31,7 @@ from genworker.worker.lifecycle.errors import (
 from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle.store import IdempotencyClaim, TaskStore
 from genworker.worker.task import (
+    ChildRun,
     Deliverable,
     GoalStatus,
     GoalVerdict,
@@ -262,7 +263,25 @@ class TaskLifecycle:
                 raise
         for entry in run.history:
             record_run_state(entry.target.value)
+        self._link_child(manifest, now)
         return run
+
+    def _link_child(self, manifest: TaskManifest, now: datetime) -> None:
+        """A delegated task's run joins its parent's `children` (also when the parent has ended: a
+        delegate call held by the undo window runs after it). The child's own provenance names the
+        parent, so a parent that cannot be read only costs the back link (logged)."""
+        parent_id, parent_worker = manifest.provenance.parent_run_id, manifest.provenance.parent_worker_id
+        if parent_id is None or parent_worker is None:
+            return
+        ref = RunRef(manifest.tenant_id, parent_worker, parent_id)
+        child = ChildRun(manifest.worker_id, manifest.run_id, now)
+        try:
+            with self._store.run_lock(ref), self._store.files.together():
+                parent = self._store.read_run(ref)
+                if all(c.run_id != child.run_id for c in parent.children):
+                    self._store.save_run(replace(parent, children=(*parent.children, child), version=parent.version + 1))
+        except (TaskLifecycleError, OSError) as exc:
+            log.warning("run %s: not linked to its parent run %s: %s", manifest.run_id, ref, exc)
 
     # -- state changes -----------------------------------------------------------------
 

@@ -60,6 +60,7 @@ __all__ = [
     "ServiceEscalation",
     "ToolPolicy",
     "WorkerMode",
+    "knowledge_paths",
     "sensor_type",
 ]
 
@@ -344,6 +345,7 @@ class ServiceEscalation(Model):
     enabled: bool = False
     target_worker: Annotated[WorkspaceId | None, BeforeValidator(_no_worker)] = None  # "": none (upstream)
     triggers: StrTuple = ()
+    contact: str | None = None  # ours: who a hand-off to a person goes to (a contact or bound chat; default: owner)
 
 
 def _knowledge_sources(value: Any) -> Any:
@@ -352,12 +354,45 @@ def _knowledge_sources(value: Any) -> Any:
     return value
 
 
+_KNOWLEDGE_TYPES = frozenset({"file", "folder", "directory", "dir", "docs", "path", "local"})
+
+
+def knowledge_paths(source: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files or folders in the worker folder a knowledge source names (`path`, `paths` or
+    `value`); () when it names nothing this runtime can search (a URL such as wiki://..., another type)."""
+    kind = source.get("type", source.get("kind"))
+    if kind is not None and str(kind).lower() not in _KNOWLEDGE_TYPES:
+        return ()
+    named = [source.get("path"), source.get("value"), *(source.get("paths") or ())]
+    found: list[str] = []
+    for path in named:
+        if isinstance(path, str) and "://" not in path:
+            try:
+                found.append(relative_path(path.strip()))
+            except ValueError:
+                continue
+    return tuple(found)
+
+
 class ServiceConfig(Model):
     knowledge_sources: Annotated[tuple[JsonMap, ...], BeforeValidator(_knowledge_sources)] = ()  # "x" -> {value: x}
     session_ttl: int = Field(default=1800, ge=1)
     max_concurrent_sessions: int = Field(default=50, ge=1)  # upstream's default
     anonymous_allowed: bool = False  # upstream defaults to true: kept off (a service must opt in)
     escalation: ServiceEscalation = ServiceEscalation()
+
+    @field_validator("knowledge_sources")
+    @classmethod
+    def _searchable(cls, value: tuple[Mapping[str, Any], ...]) -> tuple[Mapping[str, Any], ...]:
+        for n, source in enumerate(value):
+            if not knowledge_paths(source):
+                note(
+                    f"knowledge_sources.{n}",
+                    "ignored",
+                    "names no file or folder inside the worker folder (a path, paths or a plain relative path): "
+                    "not searched",
+                )
+        return value
 
 
 def _actions(default: tuple[str, ...]) -> Any:
