@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from genworker.autonomy.duties.scheduler import job_id as duty_job_id
 from genworker.autonomy.duties.slots import aps_trigger
-from genworker.autonomy.goals import GoalHealth, goal_health
+from genworker.autonomy.goals import GoalHealth, LastVerdict, VerdictLog, goal_health
 from genworker.autonomy.heartbeat.scheduler import job_id as heartbeat_job_id
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
 from genworker.workspace.models import DutyStatus, Goal
@@ -184,19 +184,21 @@ def _next_fires(trigger: ScheduleTrigger, now: datetime, until: datetime) -> lis
 
 
 async def goals(ctx: BlockContext) -> list[dict[str, Any]]:
-    """Goals as on disk now (through the goal aggregate when the runtime has one), with their health."""
+    """Goals as on disk now (through the goal aggregate when the runtime has one), with their health
+    and the goal evaluator's last verdict on a run (reasons included)."""
     aggregate = getattr(ctx.runtime, "goals", None)
     found: list[Goal] = (
         await asyncio.to_thread(aggregate.goals, ctx.tenant_id, ctx.worker_id)
         if aggregate is not None
         else list(ctx.worker.goals.values())
     )
+    verdicts = await asyncio.to_thread(VerdictLog(ctx.runtime.registry.root).last, ctx.tenant_id, ctx.worker_id)
     zone = ZoneInfo(worker_zone(ctx.worker))
     today = ctx.now.astimezone(zone).date()
-    return [_goal(g, goal_health(g, today)) for g in sorted(found, key=lambda g: g.goal_id)]
+    return [_goal(g, goal_health(g, today), verdicts.get(g.goal_id)) for g in sorted(found, key=lambda g: g.goal_id)]
 
 
-def _goal(goal: Goal, health: GoalHealth) -> dict[str, Any]:
+def _goal(goal: Goal, health: GoalHealth, last: LastVerdict | None = None) -> dict[str, Any]:
     status = {t.id: t.status for t in goal.tasks()}
     open_states = ("pending", "in_progress", "blocked")
     blocked = [
@@ -234,6 +236,7 @@ def _goal(goal: Goal, health: GoalHealth) -> dict[str, Any]:
             for m in goal.milestones
         ],
         "blocked_tasks": blocked,
+        "last_verdict": last.as_dict() if last is not None else None,
     }
 
 

@@ -32,6 +32,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.goals.health import GoalProgressChecker
+from genworker.autonomy.goals.projector import GoalProgressProjector
 from genworker.llm.intent import Tier
 from genworker.settings import Settings, SettingsError
 from genworker.worker.confirmations import ConfirmationPolicy, ConfirmationReminders
@@ -105,6 +106,11 @@ class LifecycleJobs:
     @property
     def running(self) -> bool:
         return self._scheduler is not None
+
+    @property
+    def projector(self) -> GoalProgressProjector | None:
+        """What judges runs against their goals and projects the verdicts (through the goal check)."""
+        return self.checker.projector if self.checker is not None else None
 
     def jobs(self) -> dict[str, Any]:
         return {} if self._scheduler is None else {j.id: j for j in self._scheduler.get_jobs()}

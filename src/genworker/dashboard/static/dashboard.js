@@ -295,7 +295,10 @@ const RENDERERS = {
       el("ul", {}, g.milestones.map((m) => el("li", {}, `${m.title} `, badge(m.status),
         el("ul", {}, m.tasks.map((t) => el("li", {}, `${t.title} `, badge(t.status))))))),
       g.blocked_tasks.length ? el("div", {}, el("h3", { text: "Blocked" }), el("ul", {}, g.blocked_tasks.map((t) =>
-        el("li", { text: `${t.title}${t.waiting_on.length ? ` — waits on ${t.waiting_on.join(", ")}` : ""}` })))) : null));
+        el("li", { text: `${t.title}${t.waiting_on.length ? ` — waits on ${t.waiting_on.join(", ")}` : ""}` })))) : null,
+      g.last_verdict ? el("div", {}, el("h3", {}, "Last verdict ", badge(g.last_verdict.goal_status)),
+        el("div", { class: "muted", text: `run ${g.last_verdict.run_id.slice(-13)}${g.last_verdict.task_id ? ` · task ${g.last_verdict.task_id}` : ""} · ${when(g.last_verdict.evaluated_at)}` }),
+        el("ul", {}, g.last_verdict.reasons.map((r) => el("li", { text: r })))) : null));
   },
   activity(list) {
     if (!list.length) return muted("No activity yet.");
