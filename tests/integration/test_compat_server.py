@@ -6,7 +6,8 @@ What each run must end as is written next to it: completed, or the refusal a fil
 closed or paused duty is blocked, an inline pre_script needs trust level 2). A duty run that serves a
 goal task is judged by the goal evaluator (one more model call), and a met verdict moves the task in
 the goal file, in the file's spelling. Every WARNING the server logs must be one the corpus README
-lists under "Warnings when served".
+lists under "Warnings when served", and the runtime state upstream left in the workspace is still
+there, byte for byte.
 
 The tools the corpus's pre_scripts call (`sql_executor`, `web_search`) are no builtin here: as an
 operator would (script tools or an MCP server), the test supplies them as script tools.
@@ -48,6 +49,18 @@ import json, sys
 args = json.load(sys.stdin)
 print(f"{name}: 3 rows for {{args.get('query', '')!r}}")
 """
+
+# what upstream leaves in a workspace at run time (the corpus README's list): read by nothing here, never rewritten
+UPSTREAM_STATE = (
+    "tenants/*/sessions/*.json",
+    "tenants/*/workers/*/duties/*/execution_log.jsonl",
+    "tenants/*/workers/*/sensor_snapshots/*.json",
+    "tenants/*/workers/*/tasks/active/*.json",
+    "tenants/*/workers/*/runs/*/*/checkpoint_*.json",
+    "tenants/*/workers/*/runtime/heartbeat_meta.json",
+    "tenants/*/workers/*/runtime/inbox.json",
+    "tenants/*/workers/*/memory/episodes/*.md",
+)
 
 # (logger, pattern): the corpus README's "Warnings when served", in its order.
 EXPECTED_WARNINGS = (
@@ -221,6 +234,10 @@ def unexpected_warnings(records: list[logging.LogRecord]) -> list[str]:
     ]
 
 
+def upstream_state(workspace: Path) -> dict[str, bytes]:
+    return {p.relative_to(workspace).as_posix(): p.read_bytes() for g in UPSTREAM_STATE for p in workspace.glob(g)}
+
+
 def workers_of(workspace: Path, tenant: str) -> set[str]:
     return {p.parent.name for p in (workspace / "tenants" / tenant / "workers").glob("*/PERSONA.md")}
 
@@ -309,6 +326,7 @@ def test_every_worker_chats_and_runs_each_of_its_duties(
     tenant, runs = RUNS[name]
     workspace = Path(shutil.copytree(CORPUS / name, tmp_path / "workspace"))
     model_server.expect(*(reply for run in runs for reply in replies_of(run)))
+    left_by_upstream = upstream_state(CORPUS / name)
     with api(tmp_path, workspace, tenant, model_server, script_tools) as served:
         http = served.http
         workers = workers_of(workspace, tenant)
@@ -330,6 +348,7 @@ def test_every_worker_chats_and_runs_each_of_its_duties(
             if isinstance(run, Duty) and run.serves is not None:
                 assert_met(served, run, record, workspace / "tenants" / tenant)
     assert unexpected_warnings(caplog.records) == []
+    assert {rel: (workspace / rel).read_bytes() for rel in left_by_upstream} == left_by_upstream
 
 
 def test_a_tenant_without_trust_level_is_served_at_trust_0(
