@@ -52,9 +52,11 @@ class Passage:
 
 def terms(text: str) -> frozenset[str]:
     """The words of `text` a passage is scored on: lower-cased words of two or more letters (not stop
-    words), and each pair of neighbouring CJK characters."""
+    words; a hyphenated word also as its parts), and each pair of neighbouring CJK characters."""
     lowered = text.lower()
-    words = {w for w in _WORD.findall(lowered) if len(w) > 1 and w not in _STOP}
+    found = _WORD.findall(lowered)
+    found += [part for w in found if "-" in w for part in w.split("-")]  # sign-in: also sign
+    words = {w for w in found if len(w) > 1 and w not in _STOP}
     for run in _CJK.findall(lowered):
         words.update(run[i : i + 2] for i in range(max(1, len(run) - 1)))
     return frozenset(words)
