@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import importlib.util
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from langgraph.errors import GraphRecursionError
 from langgraph.types import Command
 
 from genworker.engine.base import EngineDeps, EngineRequest, RunResult
-from genworker.engine.events import Emit, StepFinished, StepStarted
+from genworker.engine.events import ApprovalRequired, Emit, StepFinished, StepStarted
 from genworker.engine.langgraph.adapter import GraphBudgetExceeded, GraphContext, OutcomeUnknown
 from genworker.engine.langgraph.checkpointer import StoredCheckpointer
 from genworker.tools.base import ToolCall
@@ -122,7 +123,7 @@ class GraphEngine:
             raise
         except Exception as exc:  # the skill's graph code failed
             return await self._failed(req, record, "graph_error", f"{type(exc).__name__}: {exc}", steps, ctx)
-        return await self._ended(req, record, compiled, config, steps, last, ctx)
+        return await self._ended(req, emit, record, compiled, config, steps, last, ctx)
 
     async def _thread(self, req: EngineRequest) -> str:
         """The checkpoint thread: a continued run's, else this run's id."""
@@ -136,7 +137,8 @@ class GraphEngine:
     async def _stream(compiled: Any, start: Any, config: dict[str, Any], steps: list[str], emit: Emit) -> Any:
         """Run the graph, a step event per node update; the last update."""
         last: Any = None
-        async for chunk in compiled.astream(start, config, stream_mode="updates"):
+        # sync: each step's checkpoint is stored before the next step starts (a killed process loses no step)
+        async for chunk in compiled.astream(start, config, stream_mode="updates", durability="sync"):
             for node, update in chunk.items():
                 if node == "__interrupt__":
                     continue
@@ -149,6 +151,7 @@ class GraphEngine:
     async def _ended(
         self,
         req: EngineRequest,
+        emit: Emit,
         record: GraphRecord,
         compiled: Any,
         config: dict[str, Any],
@@ -165,6 +168,7 @@ class GraphEngine:
             value = _jsonable(interrupts[0].value)
             await self._save(req, GraphRecord(thread, "interrupted", checkpoint_id, tuple(steps), value, origin))
             call = ToolCall(f"{req.run_id}:interrupt", INTERRUPT_TOOL, {"value": value})
+            await emit(ApprovalRequired(call.id, INTERRUPT_TOOL, json.dumps(value, ensure_ascii=False), _reason(value)))
             return RunResult(
                 "approval_required", engine=ENGINE, error=_reason(value), tool_calls=ctx.tools.calls,
                 pending_approval=call,
@@ -259,8 +263,6 @@ def _step_values(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _jsonable(value: Any) -> Any:
-    import json
-
     try:
         return json.loads(json.dumps(value, default=str))
     except (TypeError, ValueError):
