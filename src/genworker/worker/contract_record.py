@@ -35,7 +35,7 @@ DeliveryState = Literal[
     "given_up",
     "failed",
     "outcome_unknown",
-    "held",  # not sent: the run's posture (propose, draft) does not let it act
+    "held",  # not sent: the run's governance posture (proposal_only, degraded) does not let it act
     "skipped",  # not sent: the run did not complete
 ]
 EscalationState = Literal["sending", "sent", "retrying", "given_up", "failed", "outcome_unknown", "task_created"]

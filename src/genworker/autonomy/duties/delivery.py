@@ -12,9 +12,11 @@ leaves the plan: `recover()` at the next start delivers what a completed run sti
 outbox's keys make a destination already handed over a no-op. The outbox's later attempts
 (re-sends, given up, outcome unknown) update the run's record (`on_outbox`).
 
-Only a run whose posture lets it act (`execute`) delivers: a `propose` or `draft` run's result is
-`held` (it is a draft for a person). Nothing fails silently: a destination that cannot be
-resolved or sent is `failed` on the run with the reason, and logged.
+Only a run whose governance posture lets it act (`normal`, or `gated_execute` once a person approved
+it) delivers; a `proposal_only` or `degraded` run's result (a duty posture `propose` or `draft`, a
+tenant at trust level 0, a contract that only lets it suggest) is `held`: a draft for a person.
+Nothing fails silently: a destination that cannot be resolved or sent is `failed` on the run with
+the reason, and logged.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ log = logging.getLogger("genworker.duties")
 
 SCHEMA_VERSION: Final = 1
 Bindings = Callable[[str, str], list[ChannelBinding]]
-_ACTING = frozenset({"execute", ""})  # "" : a run recorded before postures (always acted)
+_ACTING = frozenset({"normal", "gated_execute"})  # governance postures that act (not proposal_only, degraded)
 SLACK_SECTION = 3000  # characters of one Block Kit section
 
 
@@ -243,7 +245,8 @@ class DutyDelivery:
             key = delivery_key(worker.tenant_id, worker.worker_id, run_id, index)
             base = PlannedDelivery(key, target.describe(), target.format)
             if posture not in _ACTING:
-                planned.append(_with(base, "held", f"posture {posture}: the result is a draft for a person, not sent"))
+                why = f"governance posture {posture or 'unknown'}: the run may only propose; its result is not sent"
+                planned.append(_with(base, "held", why))
             elif target.folder is not None:
                 planned.append(_with(base, "pending", None, folder=target.folder, body=_document(duty, body, now)))
             else:
@@ -359,6 +362,8 @@ class DutyDelivery:
         updated = DeliveryRecord(known.key, known.to, known.format, state, self.clock(),  # type: ignore[arg-type]
                                  payload.get("outbox_id"), payload.get("delivered_to"), error)  # fmt: skip
         await self.tasks.record_deliveries(ref, [updated])
+        level = logging.INFO if state == "sent" else logging.WARNING
+        log.log(level, "[Duties] run %s: %s now %s", ref, known.to, state)
 
     # -- files -------------------------------------------------------------------------------------
 
