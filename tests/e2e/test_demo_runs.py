@@ -22,7 +22,7 @@ from genworker.autonomy.sensing.testing import MemoryInboxWriter, StatusLog
 from genworker.autonomy.sensing.webhook import body_facts, select_webhook_sensor
 from genworker.cli import main
 from genworker.runtime.tools import ToolRuntime
-from genworker.testing import Reply, ScriptedModelServer, ToolCallReply
+from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, When
 from genworker.testing.live_server import serve
 from genworker.workspace.registry import PRODUCT_SKILLS, WorkspaceRegistry
 
@@ -118,6 +118,9 @@ def script_every_duty(model: ScriptedModelServer) -> dict[str, str]:
         "metric-anomaly-watch": "Signups fell 14.5% week over week, mostly paid search US; confidence high.",
         "data-request": "Signups for the week of 2026-11-30: 4,380 (weekly_metrics.csv).",
     }
+    # every duty serves an open demo goal task: the runtime judges each run once, in the background
+    not_yet = {"verdict": "not_met", "reasons": ["one run does not finish this task"], "evidence": ["output"]}
+    model.expect(*[When("You judge whether one run", Reply(tool_calls=(ToolCallReply("goal_verdict", not_yet),)))] * 5)
     model.expect(
         # morning-brief: daily-brief, hybrid: two file_search steps, an autonomous step, an llm step
         Reply(

@@ -7,7 +7,7 @@ not have, or says ``met`` without citing any is ``inconclusive``, and so is a mo
 reached. Finishing is never evidence by itself (GoodBuddy §6.2: completed is not met).
 
 The criteria are the goal task's, its milestone's and the goal's ``success_criteria``; without any,
-the task's title and notes (or, for a run tied to no task, the goal's title) stand for them. The
+the task's title and notes stand for them (the goal's title, for a target without a task). The
 evidence is the run's text output and its tool calls, with the (redacted) arguments and error text
 the tool audit kept. The evidence is data: the prompt tells the model to follow nothing in it.
 """

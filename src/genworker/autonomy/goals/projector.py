@@ -4,8 +4,10 @@ back into the goal through the GoalAggregate.
 Which goal task a completed run serves (`target_of`):
 
 - its provenance names the goal (`goal_id`, an active goal): among the goal's open tasks, the one
-  with the run's `process_id`/`step_id`, else its `duty_id`; none: the goal as a whole;
+  with the run's `process_id`/`step_id`, else its `duty_id`;
 - it names only a duty: the first active goal (by file name) with an open task bound to that duty.
+
+A run that serves no open goal task is not judged (nothing a verdict could move).
 
 Several candidates: the first one that is not blocked, in file order. The `GoalEvaluator` judges
 the run once; the verdict is recorded on the run (`goal_status`, `goal_verdict`) through the task
@@ -98,15 +100,8 @@ def target_of(goals: Sequence[Goal], run: RunRecord) -> Target | None:
     p = run.provenance
     if run.state is not RunState.COMPLETED:
         return None
-    if p.goal_id is not None:
-        goal = next((g for g in goals if g.goal_id == p.goal_id), None)
-        if goal is None or goal.status != GoalStatus.ACTIVE:
-            return None
-        found = _task_for(goal, run)
-        return Target(goal) if found is None else Target(goal, *found)
-    if p.duty_id is None:
-        return None
-    for goal in goals:
+    named = [g for g in goals if g.goal_id == p.goal_id] if p.goal_id is not None else goals
+    for goal in named:
         found = _task_for(goal, run) if goal.status == GoalStatus.ACTIVE else None
         if found is not None:
             return Target(goal, *found)
@@ -115,11 +110,11 @@ def target_of(goals: Sequence[Goal], run: RunRecord) -> Target | None:
 
 def _judged_target(goals: Sequence[Goal], verdict: GoalVerdict) -> Target | None:
     """What a run judged before was judged against (to judge it again, whatever its task's status now)."""
-    goal = next((g for g in goals if g.goal_id == verdict.goal_id), None)
-    if goal is None or verdict.task_id is None:
-        return None if goal is None else Target(goal)
-    found = next(((t, m) for m in goal.milestones for t in m.tasks if t.id == verdict.task_id), None)
-    return None if found is None else Target(goal, *found)
+    for goal in goals:
+        if goal.goal_id == verdict.goal_id:
+            found = next(((t, m) for m in goal.milestones for t in m.tasks if t.id == verdict.task_id), None)
+            return None if found is None else Target(goal, *found)
+    return None
 
 
 def match_task(goal: Goal, run: RunRecord) -> Projection | None:
