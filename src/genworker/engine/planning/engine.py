@@ -286,7 +286,11 @@ class PlanningEngine:
                 messages = step.messages
         finally:
             self.tool_calls += loop.tool_calls
-            await self._set(req, node_id, turns=self._node_of(node_id).turns + turns)
+            # written with the node's next state (one record write fewer per node)
+            self.plan = replace(
+                self.plan,
+                nodes=tuple(replace(n, turns=n.turns + turns) if n.id == node_id else n for n in self.plan.nodes),
+            )
 
     async def _start_messages(
         self, req: EngineRequest, node: PlanNode, node_req: EngineRequest, runner: _Recorded
