@@ -21,6 +21,7 @@ from genworker.ids import InvalidIdError, PathEscapeError
 from genworker.observability.metrics import record_run_state
 from genworker.tools.journal import StepJournal, UnfinishedStep
 from genworker.worker.contract_record import ContractCheck, DeliveryRecord, EscalationRecord
+from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle.errors import (
     IllegalTransition,
     RunClosed,
@@ -28,7 +29,6 @@ from genworker.worker.lifecycle.errors import (
     TaskFileError,
     TaskLifecycleError,
 )
-from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle.store import IdempotencyClaim, TaskStore
 from genworker.worker.task import (
     ChildRun,
@@ -436,7 +436,7 @@ class TaskLifecycle:
         def change(run: RunRecord, now: datetime) -> RunRecord:
             if run.terminal:
                 raise RunClosed(run.ref, run.state, f"record its {name}")
-            return replace(run, **{name: value})
+            return replace(run, plan=value) if isinstance(value, PlanRecord) else replace(run, graph=value)
 
         return await self._store.files.run(lambda: self._apply(ref, change))
 
