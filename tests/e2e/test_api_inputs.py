@@ -107,6 +107,7 @@ ROUTES = [
     ("GET", "/api/v1/chat/{thread_id}/queue"),
     ("GET", "/api/v1/workers/{worker_id}/runs"),
     ("GET", "/api/v1/workers/{worker_id}/runs/{run_id}"),
+    ("POST", "/api/v1/workers/{worker_id}/runs/{run_id}/goal-evaluation"),
     ("GET", "/api/v1/workers/{worker_id}/confirmations"),
     ("GET", "/api/v1/workers/{worker_id}/confirmations/{confirmation_id}"),
     ("POST", "/api/v1/workers/{worker_id}/confirmations/{confirmation_id}/{decision}"),
