@@ -279,7 +279,8 @@ class TaskLifecycle:
             with self._store.run_lock(ref), self._store.files.together():
                 parent = self._store.read_run(ref)
                 if all(c.run_id != child.run_id for c in parent.children):
-                    self._store.save_run(replace(parent, children=(*parent.children, child), version=parent.version + 1))
+                    linked = replace(parent, children=(*parent.children, child), version=parent.version + 1)
+                    self._store.save_run(linked)
         except (TaskLifecycleError, OSError) as exc:
             log.warning("run %s: not linked to its parent run %s: %s", manifest.run_id, ref, exc)
 
