@@ -33,7 +33,7 @@ from genworker.events import Event, InProcessEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import load_model_config
 from genworker.settings import load_settings
-from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, scripted_env
+from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, When, scripted_env
 from genworker.tools.audit import AuditRecord, WorkerAuditSink
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.task import (
@@ -65,10 +65,12 @@ milestones:
       - id: review
         title: Review the report format
         blocked_by: [first-report]
+        duty_id: review
 ---
 The weekly KPI report keeps the team honest.
 """
 DUTY = "---\nduty_id: report\ntitle: Weekly report\ntriggers: [{id: m, type: manual}]\n---\nWrite the KPI report.\n"
+REVIEW = "---\nduty_id: review\ntitle: Review\ntriggers: [{id: m, type: manual}]\n---\nReview the report format.\n"
 OUTPUT = "Posted the weekly KPI report to #kpi: 1,204 signups (+8%)."
 
 
@@ -143,7 +145,11 @@ class World:
 async def world(small_workspace: Callable[..., Path], tmp_path: Path, model_server: ScriptedModelServer) -> Any:
     root = small_workspace(
         {"acme": ["alice"]},
-        {GOAL_FILE: GOAL, "tenants/acme/workers/alice/duties/report.md": DUTY},
+        {
+            GOAL_FILE: GOAL,
+            "tenants/acme/workers/alice/duties/report.md": DUTY,
+            "tenants/acme/workers/alice/duties/review.md": REVIEW,
+        },
     )
     llm = LLMClient(load_model_config(load_settings(tmp_path, scripted_env(model_server))))
     tasks = TaskLifecycle(root)
@@ -304,3 +310,17 @@ async def test_the_completion_listener_and_a_catch_up_judge_a_run_once(
     assert world.statuses()["first-report"] == "done"
     assert (await world.tasks.get_run(run.ref)).goal_status is GoalStatus.MET
     assert len(model_server.requests) == 1
+
+
+async def test_verdicts_for_two_tasks_of_one_goal_written_at_once_both_land(
+    world: World, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(
+        When("Publish the first weekly KPI report", verdict_call(**MET)),
+        When("Review the report format", verdict_call(verdict="met", reasons=["format reviewed"], evidence=["output"])),
+    )
+    report = await world.completed_run()
+    review = await world.completed_run("Reviewed the format with the team.", duty_id="review")
+    # both judged at once: each edit re-reads the goal file under its lock, so neither is lost
+    await asyncio.gather(world.projector.evaluate(report.ref), world.projector.evaluate(review.ref))
+    assert world.statuses() == {"first-report": "done", "review": "done", "weekly": "done"}
