@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -120,7 +121,7 @@ class Delegation:
         self.background = background
         self.limits = limits or DelegationLimits()
         self._started: OrderedDict[str, int] = OrderedDict()  # parent run -> children started in this process
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
 
     async def delegate(self, ctx: ToolContext, request: DelegationRequest) -> list[ChildOutcome]:
         scope = ctx.scope
@@ -158,7 +159,6 @@ class Delegation:
                     children.append(await self._start(child_req))
             finally:
                 self._count(parent.run_id, used + len(children))
-        self._locks.pop(parent.run_id, None)
         if request.wait:
             wait_s = min(self.limits.wait_s, max(1.0, ctx.timeout_s - 5.0))
             await asyncio.wait([c.done for c in children], timeout=wait_s)
