@@ -441,7 +441,7 @@ class RunRecord:
     timings: RunTimings
     thread_id: str | None = None
     goal_status: GoalStatus = GoalStatus.NOT_APPLICABLE
-    goal_verdict: GoalVerdict | None = None  # what set goal_status (docs/goals.md#evaluation)
+    goal_verdict: GoalVerdict | None = None  # what set goal_status (docs/goals.md, "Evaluation")
     provenance: TaskProvenance = field(default_factory=TaskProvenance)
     skill_id: str | None = None
     engine: str = ""
