@@ -313,3 +313,14 @@ def test_a_draft_run_holds_its_result_and_an_unreachable_destination_fails_visib
     assert states["contact owner"][0] == "sent"
     [dm] = s.vendor.calls(POST)
     assert dm.body["channel"] == "U-DANA"
+    blocks = s.http.get("/api/v1/workers/alice/dashboard").json()["blocks"]
+    shown = {r["run_id"]: r for r in blocks["runs"]["data"]["runs"]}
+    assert [(d["to"], d["state"]) for d in shown[lost["run_id"]]["deliveries"]] == [
+        ("chat slack:C-ELSEWHERE", "failed"),
+        ("contact nobody", "failed"),
+        ("contact owner", "sent"),
+    ]
+    assert {r["run_id"]: r["undelivered"] for r in blocks["tasks"]["data"]["done"]} == {
+        held["run_id"]: 0,
+        lost["run_id"]: 2,
+    }

@@ -64,7 +64,11 @@ def _task(run: RunRecord) -> dict[str, Any]:
         "provenance": _provenance(run),
         "error": asdict(run.error) if run.error else None,
         "waiting_on": run.pending_approval.tool if run.pending_approval else None,
+        "undelivered": sum(d.state in _UNDELIVERED for d in run.deliveries),  # a duty result not (yet) sent
     }
+
+
+_UNDELIVERED = frozenset({"failed", "retrying", "given_up", "outcome_unknown"})
 
 
 _FAILED = frozenset({RunState.FAILED, RunState.BUDGET_EXCEEDED, RunState.INTERRUPTED})
@@ -86,18 +90,44 @@ async def tasks(ctx: BlockContext) -> dict[str, Any]:
     }
 
 
+def _engine_state(run: RunRecord) -> dict[str, Any]:
+    """A planning run's plan (node states) or a LangGraph run's graph thread, as the run view shows them."""
+    shown: dict[str, Any] = {}
+    if run.plan is not None:
+        p = run.plan
+        nodes = [
+            {"id": n.id, "state": n.state, "depends_on": list(n.depends_on), "revision": n.revision, "error": n.error}
+            for n in p.nodes
+        ]
+        shown["plan"] = {"status": p.status, "revision": p.revision, "replans": p.replans, "nodes": nodes}
+    if run.graph is not None:
+        g = run.graph
+        shown["graph"] = {"thread": g.thread, "status": g.status, "steps": list(g.steps), "interrupt": g.interrupt}
+    return shown
+
+
 def _run(run: RunRecord) -> dict[str, Any]:
     costs = [u.cost_usd for u in run.model_usage if u.cost_usd is not None]
     return {
         **_task(run),
         "skill_id": run.skill_id,
         "engine": run.engine,
+        **_engine_state(run),
         "execution_depth": run.provenance.execution_depth,
         "run_ms": run.timings.run_ms,
         "deliverables": [
             {"kind": d.kind, "title": d.title, "ref": d.ref, "content": d.content[:500]} for d in run.deliverables
         ],
         "tool_calls": [{"name": c.name, "outcome": str(c.outcome), "code": c.code} for c in run.tool_calls],
+        "checks": [{"check": c.check, "verdict": c.verdict, "detail": c.detail} for c in run.checks],
+        "deliveries": [
+            {"to": d.to, "format": d.format, "state": d.state, "delivered_to": d.delivered_to, "error": d.error}
+            for d in run.deliveries
+        ],
+        "escalations": [
+            {"condition": e.condition, "target": e.target, "kind": e.kind, "state": e.state, "error": e.error}
+            for e in run.escalations
+        ],
         "model_usage": [
             {
                 "tier": u.tier,

@@ -3,12 +3,15 @@
 - `depth_budget`: the tenant's `execution_depths` entry for the run's depth (model tier, rounds,
   token budget), for the engine. Work bound to no duty runs at `standard`.
 - `duty_brief`: a system-prompt section for a duty run — its title, the trigger that fired (with its
-  description), the execution depth, the quality criteria and the escalation rule; at `deep` the
-  root-cause analysis the run owes, at `quick` a reminder to keep it short. The action itself is
-  the task text.
+  description), the execution depth, the quality criteria and the escalation rule; the shape its
+  result must have (`contract.output_schema`) and where the runtime delivers it (`delivery`, so the
+  run does not send it itself); at `deep` the root-cause analysis the run owes, at `quick` a
+  reminder to keep it short. The action itself is the task text.
 """
 
 from __future__ import annotations
+
+import json
 
 from genworker.engine.base import DepthBudget
 from genworker.llm.intent import Tier
@@ -45,6 +48,13 @@ def duty_brief(duty: DutySpec | None, trigger_id: str | None, depth: ExecutionDe
         lines += ["", "Quality criteria:", *(f"{i}. {c}" for i, c in enumerate(duty.quality_criteria, 1))]
     if duty.escalation is not None:
         lines += ["", f"Escalate to {duty.escalation.target} when: {duty.escalation.condition}"]
+    schema = duty.contract.output_schema if duty.contract is not None else {}
+    if schema:
+        shape = json.dumps(schema, ensure_ascii=False, default=dict)
+        lines += ["", f"Your final answer is the duty's result and must conform to this JSON Schema: {shape}"]
+    if duty.delivery:
+        places = "; ".join(t.describe() for t in duty.delivery)
+        lines += ["", f"The runtime delivers the result to: {places}. Do not send it yourself."]
     if depth == "deep":
         lines += ["", *_DEEP]
     elif depth == "quick":
