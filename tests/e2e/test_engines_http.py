@@ -124,6 +124,7 @@ def test_a_plan_with_parallel_branches_and_a_replan(
         events = task(server.url, key, "analyst", "Deep dive: why did signups drop?", "metrics-deep-dive")
         run_id = events[0]["runId"]
         run = httpx.get(f"{server.url}/api/v1/workers/analyst/runs/{run_id}", headers=auth(key), timeout=30).json()
+        board = httpx.get(f"{server.url}/api/v1/workers/analyst/dashboard", headers=auth(key), timeout=30).json()
     assert events[-1]["type"] == "RUN_FINISHED"
     assert events[-1]["result"] == {"outcome": "completed", "output": "Signups fell 14.5% after the US campaign ended."}
     assert ("plan", "finished") in steps(events) and ("replan-2", "finished") in steps(events)
@@ -136,6 +137,10 @@ def test_a_plan_with_parallel_branches_and_a_replan(
         "answer2": "completed",
     }  # fmt: skip
     assert [c["name"] for c in run["tool_calls"]] == ["file_read"]
+    [shown] = [r for r in board["blocks"]["runs"]["data"]["runs"] if r["run_id"] == run_id]
+    assert shown["plan"]["replans"] == 1 and [n["state"] for n in shown["plan"]["nodes"]] == [
+        "completed", "failed", "skipped", "completed", "completed",
+    ]  # fmt: skip
     assert "2026-11-30,signups,4380" in json.dumps(model_server.requests[3]["messages"])  # the tool's result
 
 
