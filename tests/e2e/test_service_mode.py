@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -65,10 +66,11 @@ class Setup:
     url: str
     http: httpx.Client  # with the tenant's API key
     vendor: Vendor
+    tenant: str = "acme"
 
     def anonymous(self, worker_id: str, message: str, thread_id: str | None = None) -> httpx.Response:
         body: dict[str, Any] = {"message": message, **({"thread_id": thread_id} if thread_id else {})}
-        return httpx.post(f"{self.url}/api/v1/service/acme/{worker_id}/chat/stream", json=body, timeout=60)
+        return httpx.post(f"{self.url}/api/v1/service/{self.tenant}/{worker_id}/chat/stream", json=body, timeout=60)
 
     def talk(self, worker_id: str, message: str, thread_id: str | None = None) -> list[dict[str, Any]]:
         response = self.anonymous(worker_id, message, thread_id)
@@ -81,7 +83,7 @@ class Setup:
         return dict(response.json())
 
     def session_file(self, worker_id: str, thread_id: str) -> Path:
-        return self.workspace / "tenants" / "acme" / "sessions" / f"{worker_id}.{thread_id}.json"
+        return self.workspace / "tenants" / self.tenant / "sessions" / f"{worker_id}.{thread_id}.json"
 
 
 def events(text: str) -> list[dict[str, Any]]:
@@ -98,18 +100,19 @@ def setup(
 ) -> Iterator[Callable[..., Setup]]:
     opened: list[Callable[[], None]] = []
 
-    def start(**env: str) -> Setup:
+    def start(tenant: str = "acme", **env: str) -> Setup:
         creds = {"slack": {"bot_token": "xoxb-test", "signing_secret": "s" * 32}}
+        t = f"tenants/{tenant}"
         workspace = write_tree(
             {
-                "tenants/acme/TENANT.json": json.dumps({"tenant_id": "acme", "trust_level": 2}),
-                "tenants/acme/workers/desk/PERSONA.md": persona("desk", "Desk", DESK),
-                "tenants/acme/workers/desk/CHANNEL_CREDENTIALS.json": json.dumps(creds),
-                "tenants/acme/workers/desk/knowledge/faq.md": FAQ,
-                "tenants/acme/workers/helpdesk/PERSONA.md": persona("helpdesk", "Helpdesk", HELPDESK),
-                "tenants/acme/workers/billing/PERSONA.md": persona("billing", "Bill", "mode: team_member\n"),
-                "tenants/acme/workers/private/PERSONA.md": persona("private", "Private", "mode: service\n"),
-                "tenants/acme/workers/alice/PERSONA.md": persona("alice", "Alice"),
+                f"{t}/TENANT.json": json.dumps({"tenant_id": tenant, "trust_level": 2}),
+                f"{t}/workers/desk/PERSONA.md": persona("desk", "Desk", DESK),
+                f"{t}/workers/desk/CHANNEL_CREDENTIALS.json": json.dumps(creds),
+                f"{t}/workers/desk/knowledge/faq.md": FAQ,
+                f"{t}/workers/helpdesk/PERSONA.md": persona("helpdesk", "Helpdesk", HELPDESK),
+                f"{t}/workers/billing/PERSONA.md": persona("billing", "Bill", "mode: team_member\n"),
+                f"{t}/workers/private/PERSONA.md": persona("private", "Private", "mode: service\n"),
+                f"{t}/workers/alice/PERSONA.md": persona("alice", "Alice"),
             }
         )
         vendor = Vendor()
@@ -119,10 +122,10 @@ def setup(
         settings = scripted_env(model_server, GENWORKER_SLACK_API_BASE=vendor_live.url, **env)
         live = LiveServer(create_app(load_settings(tmp_path / "configs", settings, workspace=workspace))).__enter__()
         opened.append(lambda: live.__exit__(None, None, None))
-        key = ApiKeyStore(workspace).create("acme")[1]
+        key = ApiKeyStore(workspace).create(tenant)[1]
         http = httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         opened.append(http.close)
-        return Setup(workspace, live.url, http, vendor)
+        return Setup(workspace, live.url, http, vendor, tenant)
 
     yield start
     for close in reversed(opened):
@@ -274,3 +277,29 @@ def test_a_conversation_escalated_to_another_worker_continues_with_them(
     assert sorted(r["worker_id"] for r in runs) == ["billing", "helpdesk"]
     assert s.run("billing", second[0]["runId"])["thread_id"] == thread
     assert s.vendor.calls(POST) == []
+
+
+@pytest.mark.redis
+def test_with_redis_sessions_a_full_service_and_an_idle_conversation_behave_the_same(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer, redis_url: str
+) -> None:
+    import redis
+
+    tenant = f"t{uuid.uuid4().hex[:12]}"  # the runtime's key prefix is shared: keep to our own tenant
+    model_server.expect(Reply("One."), Reply("Two."), Reply("Still one."))
+    try:
+        s = setup(tenant, REDIS_URL=redis_url, GENWORKER_PROFILE="shared")
+        one = s.talk("desk", "First visitor")[0]["threadId"]
+        s.talk("desk", "Second visitor")
+        busy = s.anonymous("desk", "Third visitor")
+        assert busy.status_code == 429 and busy.json()["error"]["code"] == "service_busy"
+        assert answer(s.talk("desk", "Me again", one)) == "Still one."
+        with redis.Redis.from_url(redis_url) as r:
+            [key] = [k for k in r.scan_iter(match=f"*{tenant}*") if k.decode().endswith(f"desk.{one}")]
+            assert 1_200_000 < r.pttl(key) <= 1_800_000  # session_ttl (1800 s), as a sliding expiry
+        assert not s.session_file("desk", one).exists()
+    finally:
+        with redis.Redis.from_url(redis_url) as r:
+            keys = list(r.scan_iter(match=f"*{tenant}*"))
+            if keys:
+                r.delete(*keys)
