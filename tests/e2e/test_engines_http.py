@@ -313,3 +313,31 @@ def test_a_graph_killed_mid_run_continues_from_its_checkpoint_and_an_im_command_
     filed = graph_workspace / "tenants/demo/workers/assistant/files/drafts/approved" / f"{run_id}.md"
     assert filed.read_text(encoding="utf-8") == "Hi Priya, Friday 12 December works."
     assert len(model_server.requests) == 5  # draft, review, (killed draft), then draft and review once more
+
+
+def test_rejecting_a_graph_interrupt_continues_the_graph_with_the_answer(
+    tmp_path: Path, graph_workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    key = ApiKeyStore(graph_workspace).create("demo")[1]
+    model_server.expect(Reply("Hi Priya, Friday 12 December works."), Reply("OK"))
+    with serve(tmp_path, graph_workspace, model_server) as server:
+        events = task(server.url, key, "assistant", TASK, "reply_drafting")
+        base = f"{server.url}/api/v1/workers/assistant"
+        [pending] = httpx.get(f"{base}/confirmations", headers=auth(key), timeout=30).json()["confirmations"]
+        decided = httpx.post(
+            f"{base}/confirmations/{pending['confirmation_id']}/reject", headers=auth(key), timeout=120
+        )
+        runs = httpx.get(f"{base}/runs", headers=auth(key), timeout=30).json()["runs"]
+        [after] = [
+            httpx.get(f"{base}/runs/{r['run_id']}", headers=auth(key), timeout=30).json()
+            for r in runs
+            if r["run_id"] != events[0]["runId"]
+        ]
+    assert events[-1]["result"]["outcome"] == "approval_required" and decided.status_code == 200
+    assert after["deliverables"][0]["content"] == "Not filed: the draft was rejected."
+    assert after["graph"]["steps"] == ["approve", "file"]
+    states = {r["run_id"]: r["state"] for r in runs}
+    assert states[events[0]["runId"]] == "superseded"
+    [continued] = [r for r in runs if r["run_id"] != events[0]["runId"]]
+    assert continued["state"] == "completed"
+    assert not (graph_workspace / "tenants/demo/workers/assistant/files/drafts").exists()
