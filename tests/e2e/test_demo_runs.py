@@ -109,6 +109,17 @@ async def test_new_mail_pushed_to_the_webhook_fires_the_inbox_triage_duty(demo_w
     assert fired == {"email.received": ("mail", True), "calendar.updated": ("calendar", False)}
 
 
+def judged(criteria: int, evidence: int = 0, conditions: int = 0) -> Reply:
+    """The evaluator turn after a completed duty run: every quality criterion met, every piece of
+    audit evidence present, no escalation condition holding."""
+    answer = {
+        "criteria": [{"n": n, "met": True, "reason": "shown"} for n in range(1, criteria + 1)],
+        "evidence": [{"n": n, "present": True, "reason": "shown"} for n in range(1, evidence + 1)],
+        "conditions": [{"n": n, "holds": False, "reason": "not seen"} for n in range(1, conditions + 1)],
+    }
+    return Reply(json.dumps(answer), check=sees("Quality criteria (is each met by the result?)"))
+
+
 def script_every_duty(model: ScriptedModelServer) -> dict[str, str]:
     """The model's part of each duty, in the order the test runs them; returns each run's final text."""
     final = {
@@ -130,19 +141,24 @@ def script_every_duty(model: ScriptedModelServer) -> dict[str, str]:
         Reply("Omar Haddad runs Bayview Family Practice; he wrote today about the price change.",
               check=sees("2026-12-07-bayview-renewal.md:1: From: Dr. Omar Haddad")),
         Reply(final["morning-brief"], check=sees("Omar Haddad runs Bayview Family Practice")),
+        judged(3, conditions=1),
         # inbox-triage: autonomous (ReAct) with the file tools
         Reply(tool_calls=(ToolCallReply("file_list", {"path": "data/inbox"}),), check=sees("Triage the new message")),
         Reply(final["inbox-triage"], check=sees("data/inbox/2026-12-07-saas-weekly.md")),
+        judged(2, evidence=1, conditions=2),
         # weekly-metrics-review: metrics-weekly-report, deterministic: tool, tool, llm, condition, tool, llm
         Reply("- signups: 5120 -> 4380, -14.5%, cause unknown",
               check=sees("2026-11-30,signups,4380", "2026-11-23,signups,5120")),
         Reply(final["weekly-metrics-review"], check=sees("Black Friday paid search campaign ends in the US")),
+        judged(2, evidence=1, conditions=2),
         # metric-anomaly-watch: anomaly-investigation, hybrid: tool, condition, tool, autonomous, llm
         Reply("Paid search starter US: 1460 -> 780; the US campaign ended 2026-11-27.",
               check=sees("2026-11-30,paid_search,starter,us,780")),
         Reply(final["metric-anomaly-watch"], check=sees("the US campaign ended 2026-11-27")),
+        judged(2, conditions=1),
         # data-request: general-chat, autonomous
         Reply(final["data-request"], check=sees("Answer the data question you were given")),
+        judged(2, conditions=1),
     )  # fmt: skip
     return final
 
@@ -153,6 +169,7 @@ def test_the_server_starts_without_a_warning_and_every_duty_runs(
     caplog.set_level(logging.INFO, logger="genworker")
     final = script_every_duty(model_server)
     headers = {"Authorization": f"Bearer {ApiKeyStore(demo_workspace).create('demo')[1]}"}
+    delivered: dict[str, list[tuple[str, str, str | None]]] = {}
     with serve(tmp_path, demo_workspace, model_server) as server:
         assert warnings_in(caplog.records) == []
         with httpx.Client(base_url=f"{server.url}/api/v1/workers", headers=headers, timeout=120) as http:
@@ -164,6 +181,14 @@ def test_the_server_starts_without_a_warning_and_every_duty_runs(
                     assert (run["state"], run["error"], run["fallback"]) == ("completed", None, None), run
                     assert {t["outcome"] for t in run["tool_calls"]} <= {"completed"}, run["tool_calls"]
                     assert run["deliverables"][0]["content"] == final[duty_id]
+                    assert {c["verdict"] for c in run["checks"]} == {"passed"}, run["checks"]
+                    delivered[duty_id] = [(d["to"], d["state"], d["delivered_to"]) for d in run["deliveries"]]
                     executions = http.get(f"/{worker_id}/duties/{duty_id}/executions").json()["executions"]
                     assert [e["state"] for e in executions] == ["completed"]
     assert warnings_in(caplog.records) == []
+    # the morning brief is written where a newcomer finds it; the weekly review's manual rerun is a draft: held
+    [(to, state, brief)] = delivered["morning-brief"]
+    assert (to, state) == ("folder briefs", "sent") and brief is not None
+    written = (demo_workspace / "tenants/demo/workers/assistant" / brief).read_text(encoding="utf-8")
+    assert written.startswith("# Morning brief for Dana\n") and final["morning-brief"] in written
+    assert delivered["weekly-metrics-review"] == [("folder reports", "held", None)]
