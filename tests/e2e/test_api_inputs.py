@@ -108,6 +108,7 @@ ROUTES = [
     ("GET", "/api/v1/workers/{worker_id}/runs"),
     ("GET", "/api/v1/workers/{worker_id}/runs/{run_id}"),
     ("POST", "/api/v1/workers/{worker_id}/runs/{run_id}/goal-evaluation"),
+    ("POST", "/api/v1/workers/{worker_id}/runs/{run_id}/continue"),
     ("GET", "/api/v1/workers/{worker_id}/confirmations"),
     ("GET", "/api/v1/workers/{worker_id}/confirmations/{confirmation_id}"),
     ("POST", "/api/v1/workers/{worker_id}/confirmations/{confirmation_id}/{decision}"),
