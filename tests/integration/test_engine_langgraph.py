@@ -262,3 +262,17 @@ async def test_a_node_run_again_after_an_interrupt_does_not_repeat_its_side_effe
     assert SENT == ["the note"]  # the node ran again; the send did not
     record = (await tasks.get_run(RunRef("acme", "w", "r2"))).graph
     assert record is not None and (record.thread, record.continued_from, record.status) == ("r1", "r1", "completed")
+
+
+def test_runtime_status_says_whether_langgraph_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from genworker.runtime.composition import _langgraph
+    from genworker.runtime.status import ComponentStatus
+
+    ready = _langgraph(SimpleNamespace(redis=None))  # type: ignore[arg-type]
+    assert (ready.status, ready.details) == (ComponentStatus.READY, {"checkpoints": "filesystem"})
+    monkeypatch.setattr(langgraph_engine, "langgraph_missing", lambda: langgraph_engine.EXTRA_MISSING)
+    missing = _langgraph(SimpleNamespace(redis=None))  # type: ignore[arg-type]
+    assert missing.status == ComponentStatus.DISABLED
+    assert missing.reason == f"{langgraph_engine.EXTRA_MISSING}: langgraph skills run their fallback"
