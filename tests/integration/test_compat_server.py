@@ -103,16 +103,30 @@ class Duty:
     replies: tuple[Reply, ...] = ()
     error: tuple[str, str] | None = None  # (code, part of the message): the run fails with it
     serves: tuple[str, str] | None = None  # (goal_id, task_id): the completed run is judged against it
+    judged: tuple[int, int, int] = (0, 0, 0)  # the duty's quality criteria, audit evidence and escalation
+    # conditions written in words: a completed run's evaluator turn judges them (docs/duties.md, "The contract")
 
 
 MET = {"verdict": "met", "reasons": ["the reminder went out"], "evidence": ["output"]}
 
 
+def evaluator(criteria: int, evidence: int, conditions: int) -> Reply:
+    """The duty contract's evaluator turn: every criterion met, all evidence present, no condition holding."""
+    return Reply(json.dumps({
+        "criteria": [{"n": n, "met": True} for n in range(1, criteria + 1)],
+        "evidence": [{"n": n, "present": True} for n in range(1, evidence + 1)],
+        "conditions": [{"n": n, "holds": False} for n in range(1, conditions + 1)],
+    }))  # fmt: skip
+
+
 def replies_of(run: Chat | Duty) -> tuple[Reply, ...]:
-    """The model's part of a run, with the goal evaluator's call after a run that serves a goal task."""
-    if isinstance(run, Duty) and run.serves is not None:
-        return (*run.replies, Reply(tool_calls=(ToolCallReply("goal_verdict", MET),)))
-    return run.replies
+    """The model's part of a run, with the contract's evaluator turn after a completed duty run and the
+    goal evaluator's call after a run that serves a goal task."""
+    if not isinstance(run, Duty) or run.error is not None:
+        return run.replies
+    judged = (evaluator(*run.judged),) if any(run.judged) else ()
+    goal = (Reply(tool_calls=(ToolCallReply("goal_verdict", MET),)),) if run.serves is not None else ()
+    return (*run.replies, *judged, *goal)
 
 
 def answer(text: str, *shown: str) -> Reply:
@@ -143,11 +157,13 @@ RUNS: dict[str, tuple[str, tuple[Chat | Duty, ...]]] = {
                         '[pre_script output]\\n{\\"checked\\": true}',
                     ),
                 ),
+                judged=(3, 0, 1),
             ),
             Duty(
                 "analyst",
                 "incident-followup",  # pre_script as a tool call; no manual trigger: its first one
                 (answer("Follow-up note written.", "sql_executor: 3 rows for 'select count(*) from quality.open"),),
+                judged=(1, 0, 0),
             ),
             Duty("analyst", "weekly-report", error=("governance_blocked", "duty 'weekly-report' is closed")),
             Chat(
@@ -156,7 +172,12 @@ RUNS: dict[str, tuple[str, tuple[Chat | Duty, ...]]] = {
                 (answer("Refreshed nightly at 02:00.", "You answer questions about the Acme data platform"),),
                 skill="general-query",
             ),
-            Duty("support-desk", "faq-refresh", (answer("Two FAQ entries proposed.", "Refresh the FAQ"),)),
+            Duty(
+                "support-desk",
+                "faq-refresh",
+                (answer("Two FAQ entries proposed.", "Refresh the FAQ"),),
+                judged=(1, 0, 0),
+            ),
             Chat(
                 "teammate",
                 "Is the ingestion pipeline green?",
@@ -177,8 +198,13 @@ RUNS: dict[str, tuple[str, tuple[Chat | Duty, ...]]] = {
             Duty(
                 "assistant",
                 "approval-reminder",  # the goal q2-expense-cycle's task m2-t1 names this duty
-                (answer("审批：1 封", "把每封邮件归入"), answer("已提醒王经理。", "汇总收件箱和飞书中的待审批事项")),
+                # its contract's output_schema is an object: the result is JSON
+                (
+                    answer("审批：1 封", "把每封邮件归入"),
+                    answer('{"pending": ["差旅报销 #12"]}', "汇总收件箱和飞书中的待审批事项"),
+                ),
                 serves=("q2-expense-cycle", "m2-t1"),
+                judged=(2, 2, 2),
             ),
             # TENANT.json says trust_level 1: an inline pre_script needs 2 (the check warns about it)
             Duty("assistant", "meeting-minutes", error=("pre_script_failed", "pre-scripts need trust level 2")),
@@ -188,7 +214,7 @@ RUNS: dict[str, tuple[str, tuple[Chat | Duty, ...]]] = {
                 (answer("按工龄计算。", "你是人力资源部的员工服务台"),),
                 skill="meeting-notes",  # the tenant skill PERSONA.md names as default_skill
             ),
-            Duty("hr-service", "policy-faq", (answer("已整理。", "每月整理一次员工常问的问题"),)),
+            Duty("hr-service", "policy-faq", (answer("已整理。", "每月整理一次员工常问的问题"),), judged=(1, 0, 0)),
         ),
     ),
     "upstream_lenient": (
@@ -205,6 +231,7 @@ RUNS: dict[str, tuple[str, tuple[Chat | Duty, ...]]] = {
                 "legacy",
                 "unbound-skill",  # an unknown skill_id: the duty runs with the skill that matches
                 (answer("Done.", "web_search: 3 rows for ''", "Upstream does not check skill references"),),
+                judged=(1, 0, 0),
             ),
         ),
     ),
