@@ -12,12 +12,14 @@ answered twice. Waits are on conditions with timeouts, never sleeps.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
+import redis
 
 from genworker.api.app import create_app
 from genworker.settings import load_settings
@@ -42,14 +44,20 @@ def persona(channel: str) -> str:
 class Server:
     """The real app on a workspace, with its processor's and long connections' listeners."""
 
-    def __init__(self, app: Any, live: LiveServer) -> None:
-        self.live = live
+    def __init__(self, app: Any, live: LiveServer, workspace: Path) -> None:
+        self.live, self.workspace, self.stopped = live, workspace, False
         runtime = app.state.runtime
         self.runtime = runtime
         self.handled = Handled()
         runtime.channels.processor.listeners.append(self.handled)
         self.watch = Watch(runtime.long_connections)
         self.client = httpx.Client(base_url=live.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"})
+
+    def stop(self) -> None:
+        """Stop this server (it releases its leases)."""
+        self.client.close()
+        self.live.__exit__(None, None, None)
+        self.stopped = True
 
     def debug_connection(self, adapter_id: str) -> dict[str, Any]:
         component = self.client.get("/api/v1/debug/runtime").json()["components"]["long_connections"]
@@ -68,20 +76,26 @@ class Server:
 def serve(
     tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
 ) -> Iterator[Callable[[StandIn, str, dict[str, Any]], Server]]:
-    """`serve(stand_in, channel_yaml, credentials)`: the stand-in and the server, both running."""
+    """`serve(stand_in, channel_yaml, credentials)`: the stand-in (started once) and a server on a new
+    workspace, both running; `workspace=` starts another server on that one; `env` adds settings."""
     stack: list[Any] = []
 
-    def start(stand_in: StandIn, channel: str, credentials: dict[str, Any]) -> Server:
-        workspace = small_workspace(
-            {"acme": ["alice"]},
-            {
-                "tenants/acme/workers/alice/PERSONA.md": persona(channel),
-                "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json": json.dumps(credentials),
-            },
-        )
-        served = stand_in.serve()
-        url = served.__enter__()
-        stack.append(served)
+    def start(
+        stand_in: StandIn, channel: str, credentials: dict[str, Any], *, workspace: Path | None = None, **extra: str
+    ) -> Server:
+        if workspace is None:
+            workspace = small_workspace(
+                {"acme": ["alice"]},
+                {
+                    "tenants/acme/workers/alice/PERSONA.md": persona(channel),
+                    "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json": json.dumps(credentials),
+                },
+            )
+        if not stand_in.url:
+            served = stand_in.serve()
+            served.__enter__()
+            stack.append(served)
+        url = stand_in.url
         env = scripted_env(
             model_server,
             GENWORKER_ADMIN_TOKEN=ADMIN,
@@ -92,20 +106,21 @@ def serve(
             GENWORKER_DINGTALK_OAPI_API_BASE=url,
             GENWORKER_LONGCONN_BACKOFF_BASE_S="0.01",
             GENWORKER_LONGCONN_BACKOFF_MAX_S="0.05",
+            **extra,
         )
         (tmp_path / "configs").mkdir(exist_ok=True)
         app = create_app(load_settings(tmp_path / "configs", env, workspace=workspace))
         live = LiveServer(app)
         live.__enter__()
-        stack.append(live)
-        server = Server(app, live)
-        stack.append(server.client)
+        server = Server(app, live, workspace)
+        stack.append(server)
         return server
 
     yield start
     for item in reversed(stack):
-        if isinstance(item, httpx.Client):
-            item.close()
+        if isinstance(item, Server):
+            if not item.stopped:
+                item.stop()
         else:
             item.__exit__(None, None, None)
 
@@ -239,4 +254,41 @@ def test_dingtalk_stream(serve: Callable[..., Server], model_server: ScriptedMod
     assert [r.body["text"]["content"] for r in replies] == ["pong", "second answer"]
     assert server.handled.history.count(("msg-second", "replied")) == 1
     assert all(used for used in standin.tickets.values()) and len(standin.tickets) == 2
+    model_server.assert_done()
+
+
+def test_two_runtimes_on_one_redis_hold_one_connection_per_binding(
+    serve: Callable[..., Server], model_server: ScriptedModelServer, redis_url: str
+) -> None:
+    adapter = "acme~alice~slack"
+    with redis.Redis.from_url(redis_url) as client:
+        client.delete(f"genworker:longconn:{adapter}")  # one a killed run of this test may have left
+    standin = SlackSocketMode(APP_TOKEN)
+    creds = {"slack": {"bot_token": "xoxb-standin", "signing_secret": "unused-here", "app_token": APP_TOKEN}}
+    shared = {"REDIS_URL": redis_url, "GENWORKER_LONGCONN_LEASE_S": "3"}
+    first = serve(standin, "{type: slack, connection_mode: socket_mode}", creds, **shared)
+    standin.wait_connected()
+    first.watch.status(adapter, "connected")
+    second = serve(standin, "", creds, workspace=first.workspace, **shared)
+    holder = first.runtime.leases.instance_id
+    assert second.watch.status(adapter, "standby").holder == holder
+    assert second.debug_connection(adapter)["holder"] == holder
+    assert len(standin.connections) == 1  # the second runtime never connected
+
+    ts = f"17{uuid.uuid4().int % 10**8:08d}.000100"  # ids no earlier run has claimed in the shared dedupe store
+    model_server.expect(Reply("from the first"))
+    standin.wait_ack(standin.push(slack_event("hello", ts)))
+    first.handled.wait_for(f"D1:{ts}")
+
+    first.stop()  # releases its lease: the standby takes the binding over at once
+    standin.wait_connected(total=2)
+    second.watch.status(adapter, "connected")
+    ts2 = ts.replace(".000100", ".000200")
+    model_server.expect(Reply("from the second"))
+    standin.wait_ack(standin.push(slack_event("hello again", ts2)))
+    second.handled.wait_for(f"D1:{ts2}")
+    replies = standin.vendor.wait_for("/chat.postMessage", 2)
+    assert [r.body["text"] for r in replies] == ["from the first", "from the second"]
+    assert [c.number for c in standin.open_connections()] == [2]
+    assert f"D1:{ts}" not in second.handled.outcomes  # nothing was answered twice
     model_server.assert_done()
