@@ -324,3 +324,19 @@ def test_a_draft_run_holds_its_result_and_an_unreachable_destination_fails_visib
         held["run_id"]: 0,
         lost["run_id"]: 2,
     }
+
+
+def test_a_destination_falls_back_when_its_channel_refuses_the_result(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Numbers are in."))
+    s = setup({"routed": duty("routed", "delivery: [{chat: 'slack:C-OPS', fallback: dana}]\n")})
+    s.vendor.script[POST] = [(200, {"ok": False, "error": "channel_not_found"}, {})]  # the channel is gone
+    run = s.run_duty("routed")
+    [record] = run["deliveries"]
+    assert (record["to"], record["state"], record["delivered_to"]) == (
+        "chat slack:C-OPS (else contact dana)",
+        "sent",
+        "Dana Lee (slack)",
+    )
+    assert [c.body["channel"] for c in s.vendor.calls(POST)] == ["C-OPS", "U-DANA"]

@@ -43,6 +43,8 @@ def test_destinations_in_short_and_long_forms() -> None:
     ]
     assert [t.format for t in duty.delivery] == ["text", "text", "text", "file", "card", "text", "text"]
     assert spec(delivery={"chat": "C-OPS"}).delivery[0].chat == "C-OPS"  # one destination alone
+    routed = spec(delivery=[{"chat": "slack:C-OPS", "fallback": "ops@acme.example"}]).delivery[0]
+    assert routed.describe() == "chat slack:C-OPS (else email ops@acme.example)"
 
 
 @pytest.mark.parametrize(
@@ -56,6 +58,8 @@ def test_destinations_in_short_and_long_forms() -> None:
         ({"folder": "../elsewhere"}, "must be a relative path inside the worker folder"),
         ({"folder": "duties/out"}, "is where the worker is defined"),
         ({"contact": "sam", "format": "poster"}, "delivery.0.format"),
+        ({"folder": "reports", "fallback": "owner"}, "a folder is written, not sent"),
+        ({"chat": "slack:C1", "fallback": {"contact": "a", "fallback": "b"}}, "one fallback, not a chain"),
     ],
 )
 def test_a_destination_that_cannot_be_sent_is_refused_naming_it(delivery: dict[str, Any], message: str) -> None:

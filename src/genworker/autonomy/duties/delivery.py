@@ -142,7 +142,25 @@ def _binding_for(bindings: Sequence[ChannelBinding], name: str) -> ChannelBindin
 
 
 def recipients_for(worker: Worker, bindings: Sequence[ChannelBinding], target: DeliveryTarget) -> list[Recipient]:
-    """Who `target` means on this worker's channels, preferred first; Unreachable says why none."""
+    """Who `target` (then its fallback) means on this worker's channels, preferred first; Unreachable
+    says why none."""
+    found: list[Recipient] = []
+    problems: list[str] = []
+    for part in (target, target.fallback):
+        if part is None:
+            continue
+        try:
+            found += [r for r in _recipients(worker, bindings, part) if r not in found]
+        except Unreachable as exc:
+            problems.append(str(exc))
+    if not found:
+        raise Unreachable("; ".join(problems))
+    if problems:
+        log.warning("[Duties] %s: %s", target.describe(), "; ".join(problems))
+    return found
+
+
+def _recipients(worker: Worker, bindings: Sequence[ChannelBinding], target: DeliveryTarget) -> list[Recipient]:
     if target.email:
         if not email_capable(worker, bindings):
             raise Unreachable("the worker cannot send mail: CHANNEL_CREDENTIALS.json has no email.worker_smtp_host")

@@ -74,7 +74,8 @@ class DeliveryTarget(Model):
 
     `format`: `text` (Markdown), `card` (a Slack Block Kit message or a Feishu card; where the
     platform has none, Markdown), `file` (the result attached as a Markdown file; email only).
-    `subject` (email): default the duty's title.
+    `subject` (email): default the duty's title. `fallback`: another destination (a person, chat,
+    channel or addresses) tried when this one's channels do not take the result.
     """
 
     contact: str | None = None
@@ -85,6 +86,7 @@ class DeliveryTarget(Model):
     platform: Literal["slack", "feishu", "wecom", "dingtalk", "email"] | None = None
     format: DeliveryFormat = "text"
     subject: str | None = None
+    fallback: DeliveryTarget | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +110,10 @@ class DeliveryTarget(Model):
             raise ValueError("chat: empty")
         if self.format == "file" and not (self.email or self.folder or self.platform == "email" or self._email_channel):
             raise ValueError("format 'file' is sent by email only: use 'email', or a contact with platform: email")
+        if self.fallback is not None and (self.folder is not None or self.fallback.folder is not None):
+            raise ValueError("a folder is written, not sent: it has no fallback and is none")
+        if self.fallback is not None and self.fallback.fallback is not None:
+            raise ValueError("fallback: one fallback, not a chain")
         if self.folder is not None and self.folder.split("/")[0] in _DEFINITION_FOLDERS:
             raise ValueError(f"folder: {self.folder!r} is where the worker is defined; choose another folder")
         return self
@@ -117,7 +123,12 @@ class DeliveryTarget(Model):
         return (self.channel or "").strip().lower() == "email" or (self.chat or "").lower().startswith("email:")
 
     def describe(self) -> str:
-        """The destination as written, for people: `contact sam (email)`, `slack:C0123`, `email a, b`."""
+        """The destination as written, for people: `contact sam (email)`, `chat slack:C0123`, `email a, b`,
+        `chat slack:C0123 (else email a)`."""
+        written = self._describe()
+        return written if self.fallback is None else f"{written} (else {self.fallback._describe()})"
+
+    def _describe(self) -> str:
         if self.contact is not None:
             return f"contact {self.contact}" + (f" ({self.platform})" if self.platform else "")
         if self.chat is not None:
