@@ -12,6 +12,7 @@ answered twice. Waits are on conditions with timeouts, never sleeps.
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -291,4 +292,34 @@ def test_two_runtimes_on_one_redis_hold_one_connection_per_binding(
     assert [r.body["text"] for r in replies] == ["from the first", "from the second"]
     assert [c.number for c in standin.open_connections()] == [2]
     assert f"D1:{ts}" not in second.handled.outcomes  # nothing was answered twice
+    model_server.assert_done()
+
+
+def test_an_event_that_could_not_be_stored_is_not_acked_and_its_resend_is_answered(
+    serve: Callable[..., Server], model_server: ScriptedModelServer
+) -> None:
+    standin = SlackSocketMode(APP_TOKEN)
+    creds = {"slack": {"bot_token": "xoxb-standin", "signing_secret": "unused-here", "app_token": APP_TOKEN}}
+    server = serve(standin, "{type: slack, connection_mode: socket_mode}", creds)
+    standin.wait_connected()
+    journal = server.runtime.channels.ingest.journal
+    append, failed = journal.append, threading.Event()
+
+    def full_disk_once(message: Any) -> Any:
+        if not failed.is_set():
+            failed.set()
+            raise OSError(28, "No space left on device")
+        return append(message)
+
+    journal.append = full_disk_once
+    event = slack_event("are you there?", "1700000009.000900")
+    lost = standin.push(event)
+    assert failed.wait(30)
+    model_server.expect(Reply("yes"))
+    resent = standin.push(event, retry=1)  # Slack resends what it never saw acked
+    standin.wait_ack(resent)
+    server.handled.wait_for("D1:1700000009.000900")
+    [reply] = standin.vendor.wait_for("/chat.postMessage", 1)
+    assert reply.body["text"] == "yes"
+    assert standin.acks_for(lost) == []
     model_server.assert_done()
