@@ -25,6 +25,7 @@ from genworker.channels.registry import ChannelBinding, ChannelRegistry
 from genworker.cli import main
 from genworker.runtime.status import ComponentStatus
 from genworker.testing.processes import release, start_ready
+from genworker.workspace.models.credentials import SlackCredentials
 from genworker.workspace.registry import WorkspaceRegistry
 
 pytestmark = pytest.mark.anyio
@@ -266,3 +267,50 @@ async def test_a_binding_that_cannot_connect_is_failed_and_the_component_degrade
 
 async def _never(link: Link) -> None:
     await asyncio.Event().wait()
+
+
+async def test_a_reload_reconnects_a_changed_binding_and_stops_a_removed_one(
+    workspace: Callable[[str, dict[str, Any]], Path],
+) -> None:
+    root = workspace("  - {type: slack, connection_mode: socket_mode}", SLACK)
+    registry = registry_of(root)
+    opened: list[str] = []
+
+    async def session(link: Link) -> None:
+        assert isinstance(link.binding.credentials, SlackCredentials) and link.binding.credentials.app_token
+        opened.append(link.binding.credentials.app_token.get_secret_value())
+        link.connected()
+        await asyncio.Event().wait()
+
+    seen: list[Any] = []
+    connections = LongConnections(
+        registry,
+        cast(Any, None),
+        lease_for=lambda b: FileBindingLease(root, b, "rt_me"),
+        endpoints=VendorEndpoints(),
+        on_change=seen.append,
+        sessions=lambda platform: session,
+    )
+    changed = asyncio.Event()
+    connections.listeners.append(lambda state: changed.set())
+    adapter = "acme~alice~slack"
+    connections.sync()
+    try:
+        await _until(changed, lambda: connections.states[adapter].status == "connected")
+        credentials = root / "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json"
+        rotated = {"slack": {**SLACK["slack"], "app_token": "xapp-1-A-2-rotated"}}
+        credentials.write_text(json.dumps(rotated), encoding="utf-8")
+        assert registry.workspace.reload_worker("acme", "alice").ok
+        connections.sync()
+        await _until(
+            changed, lambda: adapter in connections.states and connections.states[adapter].status == "connected"
+        )
+        assert opened == ["xapp-1-A-1-x", "xapp-1-A-2-rotated"]
+        persona = root / "tenants/acme/workers/alice/PERSONA.md"
+        persona.write_text(PERSONA.format(channels="  - {type: slack}"), encoding="utf-8")
+        assert registry.workspace.reload_worker("acme", "alice").ok
+        connections.sync()
+        assert connections.states == {}
+        assert seen[-1].status is ComponentStatus.DISABLED
+    finally:
+        await connections.stop()

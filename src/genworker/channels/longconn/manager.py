@@ -98,17 +98,20 @@ class LongConnections:
     def sync(self) -> None:
         """Follow the registry: on the loop, after start and after every reload."""
         wanted = {b.adapter_id: b for b in self.registry.all() if modes.uses_long_connection(b.channel)}
+        stopped: dict[str, asyncio.Task[None]] = {}
         for adapter_id in list(self._running):
             running = self._running[adapter_id]
             binding = wanted.get(adapter_id)
-            if binding is None or _fingerprint(binding) != running.fingerprint:
-                self._stop(adapter_id)
+            changed = binding is None or _fingerprint(binding) != running.fingerprint
+            if changed and (task := self._stop(adapter_id)) is not None:
+                stopped[adapter_id] = task
         for adapter_id, binding in wanted.items():
             if adapter_id not in self._running:
-                self._start(binding)
+                self._start(binding, after=stopped.get(adapter_id))
         self._changed()
 
-    def _start(self, binding: ChannelBinding) -> None:
+    def _start(self, binding: ChannelBinding, *, after: asyncio.Task[None] | None = None) -> None:
+        """`after`: the binding's previous supervisor, stopping; the new one waits for its lease release."""
         state = ConnectionState(binding.adapter_id, binding.platform, binding.channel.connection_mode)
         state.on_change = self._state_changed
         self.states[binding.adapter_id] = state
@@ -129,20 +132,26 @@ class LongConnections:
             backoff=self.backoff.with_features(binding.channel.features),
             endpoints=self.endpoints,
         )
-        task = asyncio.create_task(supervisor.run(), name=f"longconn-supervisor:{binding.adapter_id}")
+        async def run() -> None:
+            if after is not None:
+                await asyncio.gather(after, return_exceptions=True)
+            await supervisor.run()
+
+        task = asyncio.create_task(run(), name=f"longconn-supervisor:{binding.adapter_id}")
         self._running[binding.adapter_id] = _Running(_fingerprint(binding), task)
 
     def _current(self, adapter_id: str) -> ChannelBinding | None:
         binding = self.registry.resolve(adapter_id)
         return binding if binding is not None and modes.uses_long_connection(binding.channel) else None
 
-    def _stop(self, adapter_id: str) -> None:
+    def _stop(self, adapter_id: str) -> asyncio.Task[None] | None:
         running = self._running.pop(adapter_id)
         self.states.pop(adapter_id, None)
         if running.task is not None:
             running.task.cancel()
             self._stopping.add(running.task)
             running.task.add_done_callback(self._stopping.discard)
+        return running.task
 
     async def stop(self) -> None:
         for adapter_id in list(self._running):
