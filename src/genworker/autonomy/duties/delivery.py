@@ -309,11 +309,15 @@ class DutyDelivery:
             return None  # still settling in a live process
         now = self.clock()
         if run.state is not RunState.COMPLETED:
-            records = [_with(p, "skipped", f"the run ended {run.state.value}").record(now) for p in planned
+            skipped = [_with(p, "skipped", f"the run ended {run.state.value}").record(now) for p in planned
                        if p.status == "pending"]  # fmt: skip
-        else:
-            records = [await self._send(ref, run, p) for p in planned if p.status == "pending"]
-        run = await self.tasks.record_deliveries(ref, records)
+            run = await self.tasks.record_deliveries(ref, skipped)
+        for pending in [p for p in planned if p.status == "pending" and run.state is RunState.COMPLETED]:
+            record = await self._send(ref, run, pending)
+            run = await self.tasks.record_deliveries(ref, [record])  # each on the run as soon as it is known
+            level = logging.INFO if record.state == "sent" else logging.WARNING
+            log.log(level, "[Duties] run %s: %s %s%s", ref, record.to, record.state,
+                    f" ({record.error})" if record.error else "")  # fmt: skip
         await asyncio.to_thread(self._plan_path(ref).unlink, missing_ok=True)
         return run
 
@@ -326,11 +330,7 @@ class DutyDelivery:
         entry = await self.outbox.send(
             planned.key, ref.tenant_id, ref.worker_id, planned.recipients, planned.message, origin=origin
         )
-        record = record_of(planned, entry, self.clock())
-        level = logging.INFO if entry.state == "sent" else logging.WARNING
-        log.log(level, "[Duties] run %s: %s %s%s", ref, planned.to, entry.state,
-                f" ({entry.last_error})" if entry.last_error else "")  # fmt: skip
-        return record
+        return record_of(planned, entry, self.clock())
 
     async def _write_folder(self, ref: RunRef, run: RunRecord, planned: PlannedDelivery) -> DeliveryRecord:
         assert planned.folder is not None
@@ -342,9 +342,7 @@ class DutyDelivery:
             await asyncio.to_thread(path.parent.mkdir, parents=True, exist_ok=True)
             await asyncio.to_thread(write_atomic, path, planned.body.encode("utf-8"), mode=0o644)
         except OSError as exc:
-            log.error("[Duties] run %s: %s not written: %s", ref, planned.to, exc)
             return _with(planned, "failed", f"{relative}: {exc}").record(self.clock())
-        log.info("[Duties] run %s: written to %s", ref, relative)
         return DeliveryRecord(planned.key, planned.to, planned.format, "sent", self.clock(), delivered_to=relative)
 
     # -- restarts and the outbox's later attempts --------------------------------------------------
