@@ -213,9 +213,6 @@ def evaluator_prompt(duty: DutySpec, terms: DutyTerms, output: str, calls: Seque
 
 # -- the checks -------------------------------------------------------------------------------
 
-Complete = Callable[[LLMCallIntent, Sequence[Mapping[str, Any]]], Any]
-
-
 @dataclass(frozen=True, slots=True)
 class Checked:
     """The result after the checks (repaired, or failed), what they found, and the audit refs."""
