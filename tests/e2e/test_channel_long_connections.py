@@ -292,6 +292,8 @@ def test_two_runtimes_on_one_redis_hold_one_connection_per_binding(
     assert [r.body["text"] for r in replies] == ["from the first", "from the second"]
     assert [c.number for c in standin.open_connections()] == [2]
     assert f"D1:{ts}" not in second.handled.outcomes  # nothing was answered twice
+    assert second.debug_connection(adapter)["status"] == "connected"
+    assert second.metric("genworker_channel_long_connections", platform="slack", status="connected") == 1
     model_server.assert_done()
 
 

@@ -72,10 +72,14 @@ def build_long_connections(runtime: Any, channels: Channels) -> LongConnections:
         on_change=on_change,
     )
     connections.sync()
-    register_collector(_GAUGE, connections.samples)
+    register_collector(_gauge(connections), connections.samples)
     return connections
 
 
+def _gauge(connections: LongConnections) -> str:
+    return f"{_GAUGE}:{id(connections)}"  # each runtime's own (tests run several in one process)
+
+
 async def stop_long_connections(connections: LongConnections) -> None:
-    unregister_collector(_GAUGE)
+    unregister_collector(_gauge(connections))
     await connections.stop()
