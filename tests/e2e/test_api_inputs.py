@@ -109,6 +109,8 @@ ROUTES = [
     ("GET", "/api/v1/workers/{worker_id}/runs/{run_id}"),
     ("POST", "/api/v1/workers/{worker_id}/runs/{run_id}/goal-evaluation"),
     ("POST", "/api/v1/workers/{worker_id}/runs/{run_id}/continue"),
+    ("POST", "/api/v1/service/{tenant_id}/{worker_id}/chat/stream"),
+    ("POST", "/api/v1/workers/{worker_id}/service/threads/{thread_id}/release"),
     ("GET", "/api/v1/workers/{worker_id}/confirmations"),
     ("GET", "/api/v1/workers/{worker_id}/confirmations/{confirmation_id}"),
     ("POST", "/api/v1/workers/{worker_id}/confirmations/{confirmation_id}/{decision}"),

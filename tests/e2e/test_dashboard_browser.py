@@ -9,6 +9,7 @@ go to test-artifacts/dashboard/ (printed). Skips with one line when Playwright o
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterator
@@ -128,7 +129,13 @@ def test_log_in_see_the_demo_workers_and_approve_from_the_keyboard(
 ) -> None:
     from playwright.sync_api import expect
 
-    model_server.expect(Reply("Paid the Globex invoice."))
+    # the run, then the evaluator turn for the demo's _defaults.md (two quality criteria, one escalation condition)
+    judged = {
+        "criteria": [{"n": n, "met": True, "reason": "shown"} for n in (1, 2)],
+        "evidence": [],
+        "conditions": [{"n": 1, "holds": False, "reason": "not seen"}],
+    }
+    model_server.expect(Reply("Paid the Globex invoice."), Reply(json.dumps(judged)))
     key = ApiKeyStore(workspace).create("demo", label="browser test")[1]
     with serve(tmp_path, workspace, model_server) as server:
         gated = httpx.post(
@@ -169,7 +176,7 @@ def test_log_in_see_the_demo_workers_and_approve_from_the_keyboard(
         expect(page.get_by_role("status")).to_contain_text("Paid the Globex invoice.")
         expect(block(page, "pending")).to_contain_text("Nothing waits for a decision.")
         expect(block(page, "tasks")).to_contain_text("Done (1)")
-        expect(block(page, "runs")).to_contain_text("1 model calls")
+        expect(block(page, "runs")).to_contain_text("2 model calls")  # the run and its evaluator turn
         expect(block(page, "decisions")).to_contain_text("gated")
         shot(page, "03-approved-and-ran")
 
