@@ -23,7 +23,7 @@ from genworker.channels.longconn.supervisor import LongConnection
 from genworker.channels.outbound.platform import VendorEndpoints
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
 from genworker.cli import main
-from genworker.runtime.status import ComponentStatus
+from genworker.observability.status import ComponentStatus
 from genworker.testing.processes import release, start_ready
 from genworker.workspace.models.credentials import SlackCredentials
 from genworker.workspace.registry import WorkspaceRegistry

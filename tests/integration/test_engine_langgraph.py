@@ -267,8 +267,8 @@ async def test_a_node_run_again_after_an_interrupt_does_not_repeat_its_side_effe
 def test_runtime_status_says_whether_langgraph_can_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
+    from genworker.observability.status import ComponentStatus
     from genworker.runtime.composition import _langgraph
-    from genworker.runtime.status import ComponentStatus
 
     ready = _langgraph(SimpleNamespace(redis=None))  # type: ignore[arg-type]
     assert (ready.status, ready.details) == (ComponentStatus.READY, {"checkpoints": "filesystem"})

@@ -16,7 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
-from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus
+from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
 from genworker.tools.base import Effect, RiskLevel, ToolCall, function_tool
 from genworker.tools.context import Posture, ToolScope
 from genworker.tools.mcp import MCPManager, parse_mcp_servers

@@ -65,9 +65,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("channels.email", "autonomy.sensing.errors"),
         ("channels.ingest", "autonomy.inbox"),
         ("channels.processor", "autonomy.inbox"),
-        # channels -> runtime (#26)
-        ("channels.longconn", "runtime.status"),
-        ("channels.longconn.manager", "runtime.status"),
         # dashboard -> api
         ("dashboard.blocks_work", "api.runs"),
         ("dashboard.session", "api.errors"),
@@ -76,8 +73,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("workspace.models.persona", "tools.mcp.config"),
         ("workspace.models.tenant", "tools.mcp.config"),
         ("workspace.worker_loader", "tools.sandbox"),
-        ("tools.mcp.client", "runtime.status"),
-        ("tools.mcp.manager", "runtime.status"),
         ("memory.orchestrator", "worker.context.models"),
         ("engine.langgraph.engine", "worker.engine_state"),
         ("engine.planning.engine", "worker.engine_state"),

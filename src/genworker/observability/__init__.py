@@ -1,1 +1,1 @@
-"""Observability: Prometheus metrics, structured logs and request ids."""
+"""Observability: Prometheus metrics, structured logs, request ids and component status."""

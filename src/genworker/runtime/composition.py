@@ -57,7 +57,7 @@ from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
 from genworker.memory.consolidation import consolidate_workspace
-from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus, Reason
+from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.tools import ToolRuntime, WorkerLookup, undo_events, undo_max_late_s
 from genworker.settings import Settings
 from genworker.worker.confirmations import (

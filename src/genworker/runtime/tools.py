@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import SecretStr
 
 from genworker.events import EventBus, new_event
-from genworker.runtime.status import ComponentRuntimeStatus
+from genworker.observability.status import ComponentRuntimeStatus
 from genworker.settings import Settings
 from genworker.tools.audit import WorkerAuditSink
 from genworker.tools.base import Tool, ToolCall

@@ -28,8 +28,8 @@ from genworker.observability.metrics import (
     GaugeSample,
     render,
 )
+from genworker.observability.status import ComponentStatus
 from genworker.runtime.composition import Runtime
-from genworker.runtime.status import ComponentStatus
 
 __all__ = ["router"]
 

@@ -20,7 +20,7 @@ from genworker.channels.longconn.modes import problem, uses_long_connection
 from genworker.channels.outbound.platform import VendorEndpoints
 from genworker.channels.registry import ChannelBinding
 from genworker.observability.metrics import register_collector, unregister_collector
-from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus
+from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
 
 __all__ = [
     "COMPONENT",

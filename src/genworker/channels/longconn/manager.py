@@ -27,7 +27,7 @@ from genworker.channels.longconn.supervisor import LongConnection
 from genworker.channels.outbound.platform import VendorEndpoints
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
 from genworker.observability.metrics import LONG_CONNECTION_LAST_EVENT, LONG_CONNECTIONS, GaugeSample
-from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus
+from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
 
 __all__ = ["COMPONENT", "LongConnections", "session_for"]
 

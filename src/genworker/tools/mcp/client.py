@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
-from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus
+from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
 from genworker.tools.mcp.config import MCPServerConfig
 from genworker.tools.mcp.errors import MCPUnavailableError
 

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import anyio
 
-from genworker.runtime.status import ComponentRuntimeStatus, ComponentStatus
+from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
 from genworker.tools.base import Tool, ToolDefinitionError
 from genworker.tools.mcp.client import MCPConnection
 from genworker.tools.mcp.config import MCPServerConfig
