@@ -21,9 +21,9 @@ from genworker.autonomy.sensing.facts import FactEmitter
 from genworker.autonomy.sensing.testing import MemoryInboxWriter, StatusLog
 from genworker.autonomy.sensing.webhook import body_facts, select_webhook_sensor
 from genworker.cli import main
-from genworker.runtime.tools import ToolRuntime
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, When
 from genworker.testing.live_server import serve
+from genworker.tools.environment import ToolRuntime
 from genworker.workspace.registry import PRODUCT_SKILLS, WorkspaceRegistry
 
 DUTIES = {

@@ -79,7 +79,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("engine.planning.plan", "worker.engine_state"),
         ("worker.confirmations", "autonomy.inbox.models"),
         ("worker.confirmations", "autonomy.briefs"),
-        ("worker.router", "runtime.tools"),
     }
 )
 

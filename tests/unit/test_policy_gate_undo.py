@@ -216,8 +216,8 @@ async def test_the_brief_reports_held_calls_pending_with_undo_done_and_the_ones_
 
 
 def test_the_max_late_setting_reaches_the_undo_window(tmp_path: Path) -> None:
-    from genworker.runtime.tools import ToolRuntime, undo_max_late_s
     from genworker.settings import SettingsError, load_settings
+    from genworker.tools.environment import ToolRuntime, undo_max_late_s
 
     def late(value: str | None) -> float:
         env = {} if value is None else {"GENWORKER_UNDO_MAX_LATE_S": value}

@@ -58,8 +58,8 @@ from genworker.llm.config_source import ModelConfigState, load_model_config
 from genworker.memory import MemoryConfig, MemoryService
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus, Reason
-from genworker.runtime.tools import ToolRuntime, WorkerLookup, undo_events, undo_max_late_s
 from genworker.settings import Settings
+from genworker.tools.environment import ToolRuntime, WorkerLookup, undo_events, undo_max_late_s
 from genworker.worker.confirmations import (
     ConfirmationReminders,
     ConfirmationStore,

@@ -29,8 +29,8 @@ from genworker.memory import Episode, MemoryBinding, MemoryService, RecallResult
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
 from genworker.observability.logging import internal_error_message, log_decision, log_internal_error
 from genworker.observability.metrics import record_gate_result
-from genworker.runtime.tools import ToolRuntime
 from genworker.tools.base import ToolCall
+from genworker.tools.environment import ToolRuntime
 from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
@@ -248,7 +248,7 @@ class WorkerRouter:
                 requested_effects=req.evidence.effects,
                 confidence=req.evidence.confidence,
                 evidence_sources=req.evidence.sources,
-                undo_available=True,  # runtime/tools.py holds the external calls of a run given undo_window_s
+                undo_available=True,  # tools/environment.py holds the external calls of a run given undo_window_s
             )
         )
         decision = outcome.decision

@@ -129,7 +129,7 @@ async def _no_release(record: DeferredCall) -> ToolOutcome:
 @dataclass
 class UndoWindow:
     workspace_root: Path
-    release: Release = _no_release  # runs a due call through the worker's pipeline (runtime/tools.py)
+    release: Release = _no_release  # runs a due call through the worker's pipeline (tools/environment.py)
     max_late_s: float = DEFAULT_MAX_LATE_S
     clock: Callable[[], datetime] = _utc_now
     owner: str = field(default_factory=lambda: f"pid-{os.getpid()}")  # the runtime sets its instance id
