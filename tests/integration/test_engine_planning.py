@@ -14,6 +14,7 @@ import pytest
 from genworker.engine.base import Continuation, DepthBudget, EngineDeps, EngineRequest, RunResult
 from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import EngineEvent, StepFinished, StepStarted
+from genworker.engine.state import PlanNode, PlanRecord
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import load_model_config
 from genworker.llm.intent import Tier
@@ -23,7 +24,6 @@ from genworker.tools.base import Effect, function_tool
 from genworker.tools.context import ToolScope
 from genworker.tools.pipeline import ToolPipeline
 from genworker.worker.engine_runs import RunEngineState, checkpoint_stores
-from genworker.worker.engine_state import PlanNode, PlanRecord
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.task import RunRef, TaskManifest
 from genworker.workspace.models.skill import SkillLevel, SkillSpec, instruction_blocks

@@ -74,9 +74,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("workspace.models.tenant", "tools.mcp.config"),
         ("workspace.worker_loader", "tools.sandbox"),
         ("memory.orchestrator", "worker.context.models"),
-        ("engine.langgraph.engine", "worker.engine_state"),
-        ("engine.planning.engine", "worker.engine_state"),
-        ("engine.planning.plan", "worker.engine_state"),
         ("worker.confirmations", "autonomy.inbox.models"),
         ("worker.confirmations", "autonomy.briefs"),
     }

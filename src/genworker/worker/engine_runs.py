@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from genworker.engine.state import GraphRecord, PlanRecord
 from genworker.ids import safe_join
-from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle import RunNotFound, TaskLifecycle
 from genworker.worker.task import RunRef, RunState
 

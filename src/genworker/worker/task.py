@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import ConfigDict
 
+from genworker.engine.state import GraphRecord, PlanRecord
 from genworker.ids import validate_id
 from genworker.tools.audit import AuditRecord, OutcomeKind
 from genworker.worker.contract_record import ContractCheck, DeliveryRecord, EscalationRecord
-from genworker.worker.engine_state import GraphRecord, PlanRecord
 
 if TYPE_CHECKING:  # keeps reading and writing runs free of the model stack
     from genworker.llm.client import LLMCallRecord

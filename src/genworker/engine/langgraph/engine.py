@@ -30,8 +30,8 @@ from genworker.engine.base import EngineDeps, EngineRequest, RunResult
 from genworker.engine.events import ApprovalRequired, Emit, StepFinished, StepStarted
 from genworker.engine.langgraph.adapter import GraphBudgetExceeded, GraphContext, OutcomeUnknown
 from genworker.engine.langgraph.checkpointer import StoredCheckpointer
+from genworker.engine.state import GraphRecord
 from genworker.tools.base import ToolCall
-from genworker.worker.engine_state import GraphRecord
 from genworker.workspace.models.skill import Graph
 from genworker.workspace.snapshot import Skill
 

@@ -34,6 +34,7 @@ from genworker.engine.base import (
 from genworker.engine.events import Emit, StepFinished, StepStarted
 from genworker.engine.planning.plan import PlanRejected, parse_plan, plan_prompt
 from genworker.engine.react import ReactLoop, initial_messages
+from genworker.engine.state import PlanNode, PlanRecord
 from genworker.llm.client import recorded_tokens
 from genworker.llm.errors import ContextOverflowError, ProviderError
 from genworker.llm.intent import LLMCallIntent, Purpose
@@ -41,7 +42,6 @@ from genworker.tools.base import ToolCall, ToolSpec
 from genworker.tools.context import Caller, ToolScope
 from genworker.tools.journal import SIDE_EFFECTS
 from genworker.tools.outcomes import ToolNeedsApproval, ToolOutcome, outcome_text
-from genworker.worker.engine_state import PlanNode, PlanRecord
 
 __all__ = ["FAILED_MARK", "MAX_NODES", "MAX_PARALLEL", "MAX_REPLANS", "PLAN_ATTEMPTS", "PlanningEngine"]
 

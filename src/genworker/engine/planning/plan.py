@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from genworker.worker.engine_state import PlanNode
+from genworker.engine.state import PlanNode
 
 __all__ = ["PLAN_SCHEMA", "PlanRejected", "parse_plan", "plan_prompt"]
 

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, assert_never
 
+from genworker.engine.state import GraphRecord, PlanRecord
 from genworker.ids import InvalidIdError, PathEscapeError
 from genworker.observability.metrics import record_run_state
 from genworker.tools.journal import StepJournal, UnfinishedStep
 from genworker.worker.contract_record import ContractCheck, DeliveryRecord, EscalationRecord
-from genworker.worker.engine_state import GraphRecord, PlanRecord
 from genworker.worker.lifecycle.errors import (
     IllegalTransition,
     RunClosed,
