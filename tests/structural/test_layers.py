@@ -73,7 +73,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("workspace.models.persona", "tools.mcp.config"),
         ("workspace.models.tenant", "tools.mcp.config"),
         ("workspace.worker_loader", "tools.sandbox"),
-        ("memory.orchestrator", "worker.context.models"),
         ("worker.confirmations", "autonomy.inbox.models"),
         ("worker.confirmations", "autonomy.briefs"),
     }

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from genworker.memory.models import MemoryItem
 from genworker.worker.context import (
     ContextWindowConfig,
     ManagedContext,
-    MemoryItem,
     SegmentName,
     SegmentQuotas,
     ThreadIsolationError,

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from genworker.llm.errors import ContextOverflowError, ProviderError
+from genworker.memory.models import MemoryItem
 from genworker.worker.context import (
     CompactionStep,
     ContextWindowConfig,
     ManagedContext,
-    MemoryItem,
     SegmentName,
     SegmentQuotas,
     build_managed_context,

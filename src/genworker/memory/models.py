@@ -30,6 +30,7 @@ __all__ = [
     "LayerBudget",
     "MemoryBinding",
     "MemoryHit",
+    "MemoryItem",
     "MemoryQuery",
     "Provenance",
     "Scope",
@@ -73,6 +74,14 @@ class Scope:
         if not sep or not ident or kind not in ScopeKind.__members__.values():
             raise ValueError(f"scope {text!r} is not '<kind>:<id>' with kind one of {', '.join(ScopeKind)}")
         return cls(ScopeKind(kind), ident)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One recalled memory (episode, preference, decision) offered to the context."""
+
+    text: str
+    source: str = ""  # where it came from, e.g. "episode:2024-05-01-invoice"
 
 
 @dataclass(frozen=True, slots=True)

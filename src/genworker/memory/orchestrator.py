@@ -10,8 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, Protocol
 
-from genworker.memory.models import LAYER_ORDER, LayerBudget, MemoryHit, MemoryQuery, ScopeKind
-from genworker.worker.context.models import MemoryItem
+from genworker.memory.models import LAYER_ORDER, LayerBudget, MemoryHit, MemoryItem, MemoryQuery, ScopeKind
 
 __all__ = ["DEFAULT_BUDGETS", "MemoryOrchestrator", "MemoryProvider", "ProviderIssue", "RecallResult"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from genworker.ids import is_inside
-from genworker.worker.context.models import MemoryItem
+from genworker.memory.models import MemoryItem
 from genworker.workspace.models.persona import knowledge_paths
 from genworker.workspace.snapshot import Worker
 

@@ -27,6 +27,7 @@ from genworker.llm.bookkeeping import turn_in_progress
 from genworker.llm.client import LLMClient
 from genworker.memory import Episode, MemoryBinding, MemoryService, RecallResult, RunOutcome, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
+from genworker.memory.models import MemoryItem
 from genworker.observability.logging import internal_error_message, log_decision, log_internal_error
 from genworker.observability.metrics import record_gate_result
 from genworker.tools.base import ToolCall
@@ -34,7 +35,7 @@ from genworker.tools.environment import ToolRuntime
 from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.confirmations import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
-from genworker.worker.context.models import ManagedContext, MemoryItem
+from genworker.worker.context.models import ManagedContext
 from genworker.worker.duty_brief import depth_budget, duty_brief
 from genworker.worker.duty_steps import DutyOutcomeSteps
 from genworker.worker.engine_runs import CheckpointStores, RunEngineState, checkpoint_stores

@@ -32,8 +32,8 @@ from genworker.conversation import AssistantMessage, SessionManager, UserMessage
 from genworker.conversation.models import ConversationSession, session_id_for
 from genworker.engine.base import RunResult
 from genworker.engine.events import RunError, RunFinished, RunStarted, TextDelta
+from genworker.memory.models import MemoryItem
 from genworker.tools.builtin.messaging import MessagingSlot
-from genworker.worker.context.models import MemoryItem
 from genworker.worker.knowledge import KnowledgeSearch
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.router import RouteDone, RouteError, RouteRequest, RouterEvent

@@ -11,9 +11,10 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 from genworker.llm.client import LLMClient
+from genworker.memory.models import MemoryItem
 from genworker.worker.context.compaction import compact
 from genworker.worker.context.errors import ThreadIsolationError
-from genworker.worker.context.models import ContextWindowConfig, ManagedContext, MemoryItem, Message, SegmentName
+from genworker.worker.context.models import ContextWindowConfig, ManagedContext, Message, SegmentName
 from genworker.worker.context.segments import (
     contacts_segment,
     identity_segment,

@@ -20,7 +20,6 @@ __all__ = [
     "ContextSegment",
     "ContextWindowConfig",
     "ManagedContext",
-    "MemoryItem",
     "Message",
     "SegmentName",
     "SegmentQuotas",
@@ -113,14 +112,6 @@ class ContextWindowConfig(BaseModel):
     def quota(self, name: SegmentName) -> int:
         value: int | float = getattr(self.quotas, name.value)
         return int(self.input_budget * value) if isinstance(value, float) else value
-
-
-@dataclass(frozen=True, slots=True)
-class MemoryItem:
-    """One recalled memory (episode, preference, decision) offered to the context."""
-
-    text: str
-    source: str = ""  # where it came from, e.g. "episode:2024-05-01-invoice"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 
-from genworker.worker.context.models import ContextSegment, MemoryItem, SegmentName
+from genworker.memory.models import MemoryItem
+from genworker.worker.context.models import ContextSegment, SegmentName
 from genworker.worker.context.tokens import count_tokens, truncate_tokens
 from genworker.worker.task import TaskProvenance
 from genworker.workspace.models import Contact, Rule
