@@ -40,10 +40,18 @@ T = TypeVar("T")
 
 
 class _RunningLoop:
-    """lark_oapi.ws.client's module-level `loop`: whichever loop runs the calling coroutine."""
+    """lark_oapi.ws.client's module-level `loop`: whichever loop runs the calling coroutine, or the
+    SDK's own loop for callers outside any (it stays the module's `loop` for everyone else)."""
+
+    def __init__(self, fallback: Any) -> None:
+        self._fallback = fallback
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(asyncio.get_running_loop(), name)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = self._fallback
+        return getattr(loop, name)
 
 
 async def in_own_thread(work: Callable[[], Awaitable[T]], name: str) -> T:
@@ -124,7 +132,8 @@ async def run(link: Link) -> None:
             self.lost.set()
 
     async def serve() -> None:
-        lark_ws.loop = _RunningLoop()
+        if not isinstance(lark_ws.loop, _RunningLoop):
+            lark_ws.loop = _RunningLoop(lark_ws.loop)
         client = Client(
             creds.app_id.get_secret_value(),
             creds.app_secret.get_secret_value(),
