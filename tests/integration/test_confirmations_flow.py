@@ -21,7 +21,7 @@ from genworker.engine.events import ApprovalRequired
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
-from genworker.worker.confirmations import CONFIRMATION_CLOSED, CONFIRMATION_REQUESTED, POLICY_TIMEOUT
+from genworker.worker.confirmations.models import CONFIRMATION_CLOSED, CONFIRMATION_REQUESTED, POLICY_TIMEOUT
 from genworker.worker.router import RouteDone, RouteRequest, RouterEvent
 from genworker.worker.task import RunRef
 

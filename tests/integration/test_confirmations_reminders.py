@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from genworker.autonomy.briefs import BriefService, FileBriefStore
+from genworker.autonomy.confirmation_notices import InboxConfirmationNotifier, through_briefs
 from genworker.autonomy.inbox import FileInboxStore, InboxStore, RedisInboxStore
 from genworker.events import Event, InProcessEventBus
-from genworker.worker.confirmations import (
+from genworker.worker.confirmations.models import (
     CONFIRMATION_CLOSED,
     CONFIRMATION_ESCALATED,
     CONFIRMATION_REMINDED,
@@ -24,11 +25,9 @@ from genworker.worker.confirmations import (
     Confirmation,
     ConfirmationError,
     ConfirmationPolicy,
-    ConfirmationReminders,
-    ConfirmationStore,
-    InboxConfirmationNotifier,
-    through_briefs,
 )
+from genworker.worker.confirmations.reminders import ConfirmationReminders
+from genworker.worker.confirmations.store import ConfirmationStore
 from genworker.worker.governance.policy_gate import resolve_policy
 from genworker.workspace.models.policy import PolicyOverrides, QuietHours
 

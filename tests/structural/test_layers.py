@@ -73,8 +73,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("workspace.models.persona", "tools.mcp.config"),
         ("workspace.models.tenant", "tools.mcp.config"),
         ("workspace.worker_loader", "tools.sandbox"),
-        ("worker.confirmations", "autonomy.inbox.models"),
-        ("worker.confirmations", "autonomy.briefs"),
     }
 )
 
@@ -82,7 +80,7 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     {
         frozenset({"tools.base", "tools.context", "tools.effects"}),
-        frozenset({"worker.confirmations", "worker.engine_runs", "worker.router", "worker.service"}),
+        frozenset({"worker.engine_runs", "worker.router", "worker.service"}),
         frozenset({"channels.longconn.modes", "channels.registry"}),  # #26
         frozenset({"autonomy.duties.outcomes", "autonomy.duties.scheduler", "autonomy.duties.sla"}),  # duties
     }

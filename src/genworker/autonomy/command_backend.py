@@ -16,7 +16,7 @@ from typing import Any, Literal
 from genworker.autonomy.goals import GoalAggregate, goal_health
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
 from genworker.autonomy.waiting import WaitingPlan, WaitingService
-from genworker.worker.confirmations import resolve
+from genworker.worker.confirmations.resolve import resolve
 from genworker.worker.router import WorkerRouter
 from genworker.workspace.models import GoalStatus
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from genworker.api.runs import router_of
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
-from genworker.worker.confirmations import Confirmation
+from genworker.worker.confirmations.models import Confirmation
 from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.task import ACTIVE_STATES, RunRecord, RunState

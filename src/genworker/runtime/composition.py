@@ -32,6 +32,7 @@ from genworker.autonomy.briefs import (
     joined,
 )
 from genworker.autonomy.command_backend import AutonomyCommandBackend
+from genworker.autonomy.confirmation_notices import InboxConfirmationNotifier, through_briefs
 from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
 from genworker.autonomy.duties.outcomes import DutyOutcomes, build_duty_outcomes
 from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressChecker, GoalProgressProjector
@@ -60,13 +61,9 @@ from genworker.memory.consolidation import consolidate_workspace
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.settings import Settings
 from genworker.tools.environment import ToolRuntime, WorkerLookup, undo_events, undo_max_late_s
-from genworker.worker.confirmations import (
-    ConfirmationReminders,
-    ConfirmationStore,
-    InboxConfirmationNotifier,
-    cancel_waiting_run,
-    through_briefs,
-)
+from genworker.worker.confirmations.reminders import ConfirmationReminders
+from genworker.worker.confirmations.resolve import cancel_waiting_run
+from genworker.worker.confirmations.store import ConfirmationStore
 from genworker.worker.context.tokens import load_tokenizer
 from genworker.worker.delegation import Delegation, DelegationLimits
 from genworker.worker.engine_runs import checkpoint_stores

@@ -33,7 +33,7 @@ from genworker.observability.metrics import record_gate_result
 from genworker.tools.base import ToolCall
 from genworker.tools.environment import ToolRuntime
 from genworker.tools.pre_script import PreScriptError, run_pre_script
-from genworker.worker.confirmations import ConfirmationStore
+from genworker.worker.confirmations.store import ConfirmationStore
 from genworker.worker.context import ContextWindowConfig, build_managed_context, compact_for_overflow
 from genworker.worker.context.models import ManagedContext
 from genworker.worker.duty_brief import depth_budget, duty_brief

@@ -20,13 +20,13 @@ from genworker.api.routes.chat import run_summary
 from genworker.api.runs import router_of, start_run
 from genworker.auth import Principal
 from genworker.runtime.composition import Runtime
-from genworker.worker.confirmations import (
+from genworker.worker.confirmations.models import (
     Confirmation,
     ConfirmationDecided,
     ConfirmationError,
     ConfirmationNotFound,
-    resolve,
 )
+from genworker.worker.confirmations.resolve import resolve
 from genworker.worker.router import RouteDone, RouteRequest
 from genworker.worker.task import RunRecord
 

@@ -35,7 +35,8 @@ from genworker.autonomy.goals.health import GoalProgressChecker
 from genworker.autonomy.goals.projector import GoalProgressProjector
 from genworker.llm.intent import Tier
 from genworker.settings import Settings, SettingsError
-from genworker.worker.confirmations import ConfirmationPolicy, ConfirmationReminders
+from genworker.worker.confirmations.models import ConfirmationPolicy
+from genworker.worker.confirmations.reminders import ConfirmationReminders
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["LifecycleJobs", "LifecycleSettings", "confirmation_policy_of", "lifecycle_settings"]
