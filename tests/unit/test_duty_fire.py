@@ -509,3 +509,115 @@ def test_numeric_cron_weekdays_follow_standard_cron() -> None:
     trigger = ScheduleTrigger(id="t", type="schedule", cron="0 9 * * 1", timezone="UTC")
     wednesday = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
     assert aps_trigger(trigger).get_next_fire_time(None, wednesday) == dt.datetime(2026, 12, 7, 9, tzinfo=dt.UTC)
+
+
+# -- SLA retries across restarts ---------------------------------------------------------------
+
+RETRIED = "contract: {version: '1', sla: {retries: 2, retry_backoff: 30m}}\n"
+
+
+class FailingRoute(LifecycleRoute):
+    """LifecycleRoute whose runs fail (started, then `failed`) while `failing`; `routed` is set on each call."""
+
+    def __init__(self, root: Path, failing: bool = True) -> None:
+        super().__init__(root)
+        self.failing = failing
+        self.routed = asyncio.Event()
+
+    async def __call__(self, req: RouteRequest) -> tuple[RunRecord, bool]:
+        run, created = await super().__call__(req)
+        if created and self.failing:
+            await self.lifecycle.start(run.ref)
+            run = await self.lifecycle.fail(run.ref, "boom", "the model was down")
+        self.routed.set()
+        return run, created
+
+    def keys(self) -> list[str]:
+        return [str(r.idempotency_key) for r in self.requests]
+
+
+async def failed_then_stopped(root: Path, worker: Worker, clock: Clock) -> str:
+    """A slot's run fails; its scheduler stops while waiting out the retry's backoff. Its key."""
+    route = FailingRoute(root)
+    first = scheduler(root, worker, clock, route)
+    await first.tick("acme", "alice", "d", "s")  # arms
+    clock.now = T0 + timedelta(hours=1, seconds=2)
+    ticking = asyncio.create_task(first.tick("acme", "alice", "d", "s"))
+    await asyncio.wait_for(route.routed.wait(), 30)
+    await first.stop()  # the process goes away during the backoff
+    [fired] = await asyncio.wait_for(ticking, 30)
+    assert fired.run.state == "failed" and route.keys() == [fired.key]
+    assert fired.key is not None
+    return fired.key
+
+
+def owed(root: Path) -> dict[str, tuple[int, datetime | None]]:
+    state = DutyStore(root).read_state("acme", "alice", "d").triggers["s"]
+    return {key: (p.attempt, p.due_at) for key, p in state.retries.items()}
+
+
+async def test_a_retry_waiting_out_its_backoff_runs_once_after_a_restart(
+    load: Callable[[Mapping[str, str]], tuple[Path, Worker]],
+) -> None:
+    root, worker = load({"d": duty_md("d", HOURLY % "skip", extra=RETRIED)})
+    clock = Clock()
+    key = await failed_then_stopped(root, worker, clock)
+    due = T0 + timedelta(hours=1, seconds=2, minutes=30)
+    assert owed(root) == {key: (1, due)}
+
+    # restarted before the retry is due: it waits for its time, it does not run at once
+    clock.now = due - timedelta(minutes=10)
+    early_route = FailingRoute(root, failing=False)
+    early = scheduler(root, reload(root), clock, early_route)
+    await early.start([reload(root)])
+    await early.stop()
+    assert early_route.requests == [] and owed(root) == {key: (1, due)}
+
+    # restarted after it was due: it runs at once, once, and nothing is owed any more
+    clock.now = due + timedelta(hours=2)
+    route = FailingRoute(root, failing=False)
+    again = scheduler(root, reload(root), clock, route)
+    await again.start([reload(root)])
+    await asyncio.wait_for(route.routed.wait(), 30)
+    await again.stop(grace_s=30)
+    assert route.keys() == [f"{key}:retry-1"] and owed(root) == {}
+    assert len(runs(root)) == 2
+    [record] = [r for r in DutyStore(root).executions("acme", "alice", "d") if r.key == f"{key}:retry-1"]
+    assert record.state == "queued" and record.scheduled_for == T0 + timedelta(hours=1)
+
+    third_route = FailingRoute(root)
+    third = scheduler(root, reload(root), clock, third_route)
+    await third.start([reload(root)])
+    await third.stop()
+    assert third_route.requests == [] and len(runs(root)) == 2
+
+
+async def test_an_owed_retry_resumed_by_two_runtimes_or_after_it_ran_runs_once(
+    load: Callable[[Mapping[str, str]], tuple[Path, Worker]],
+) -> None:
+    root, worker = load({"d": duty_md("d", HOURLY % "skip", extra=RETRIED)})
+    clock = Clock()
+    key = await failed_then_stopped(root, worker, clock)
+    clock.now = T0 + timedelta(hours=5, minutes=10)  # the 14:00 slot is missed (skip): only the retry runs
+    routes = [FailingRoute(root), FailingRoute(root)]  # the retries fail too: the second retry is owed then
+    both = [scheduler(root, reload(root), clock, r) for r in routes]
+    await asyncio.gather(*(s.start([reload(root)]) for s in both))
+    await asyncio.gather(*(asyncio.wait_for(r.routed.wait(), 30) for r in routes))
+    await asyncio.gather(*(s.stop(grace_s=30) for s in both))
+    assert [r.keys() for r in routes] == [[f"{key}:retry-1"]] * 2
+    assert len(runs(root)) == 2  # the first run and one retry, whoever made it
+    [(attempt, due)] = owed(root).values()
+    assert attempt == 2 and due == T0 + timedelta(hours=5, minutes=40)
+
+    # the process died after the second retry ran, before it cleared what it owed: its key holds the run
+    clock.now = T0 + timedelta(hours=6, minutes=10)
+    ran = FailingRoute(root, failing=False)
+    await scheduler(root, reload(root), clock, ran).tick("acme", "alice", "d", "s")  # arms a fresh scheduler
+    await ran(RouteRequest("acme", "alice", "Do the thing.", "duty", idempotency_key=f"{key}:retry-2",
+                           duty_id="d", trigger_id="s", scheduled_for=T0 + timedelta(hours=1)))  # fmt: skip
+    resumed = FailingRoute(root)
+    s = scheduler(root, reload(root), clock, resumed)
+    await s.start([reload(root)])
+    await asyncio.wait_for(resumed.routed.wait(), 30)
+    await s.stop(grace_s=30)
+    assert resumed.keys() == [f"{key}:retry-2"] and len(runs(root)) == 3 and owed(root) == {}

@@ -11,11 +11,18 @@
 
 Exactly-once: a fire routes with the key `duty_id:trigger_id:scheduled_for:duty_version`; the task
 lifecycle claims the key before anything runs, so a second fire of that slot gets the first run back.
+
+SLA retries (`contract.sla.retries`): a fire that may need them is recorded in the trigger's state
+before it routes, and each retry it then owes with its due time, before the backoff is waited out
+(store.PendingRetry). `start` resumes what a stopped process left: a retry at its due time (at once
+when overdue), a fire whose outcome it never saw by asking its key again. Each attempt has its own
+key (`{key}:retry-{n}`), so a resumed attempt that had already run gets its run back, never a second.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -28,7 +35,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from genworker.autonomy.duties.conditions import MetricSource, evaluate_rule
 from genworker.autonomy.duties.contract import duty_terms
-from genworker.autonomy.duties.errors import DutyNotFound
+from genworker.autonomy.duties.errors import DutyNotFound, DutyStateError
 from genworker.autonomy.duties.event_types import type_matches
 from genworker.autonomy.duties.outcomes import DutyOutcomes, SlaBreach
 from genworker.autonomy.duties.sla import SlaWatch
@@ -40,7 +47,7 @@ from genworker.autonomy.duties.slots import (
     first_run_time,
     select_slots,
 )
-from genworker.autonomy.duties.store import DutyStore, ExecutionRecord
+from genworker.autonomy.duties.store import DutyStore, ExecutionRecord, PendingRetry
 from genworker.events import EventBus, Subscription
 from genworker.events.models import Event
 from genworker.worker.governance.errors import GovernanceInputError
@@ -121,6 +128,10 @@ def event_matches(trigger: EventTrigger, worker: Worker, event: Event) -> bool:
     return trigger.payload_matches(event.payload)
 
 
+def _evidence(pending: PendingRetry, key: str) -> Evidence:
+    return evidence_from(pending.evidence, f"the pending retry of {key}") if pending.evidence else NO_EVIDENCE
+
+
 def job_id(worker: Worker, duty_id: str, trigger_id: str) -> str:
     return f"{JOB_PREFIX}{worker.tenant_id}/{worker.worker_id}/{duty_id}/{trigger_id}"
 
@@ -157,6 +168,7 @@ class DutyScheduler:
         self._scheduler: AsyncIOScheduler | None = None
         self._subscription: Subscription | None = None
         self._fires: set[asyncio.Task[Any]] = set()
+        self._stopping = asyncio.Event()  # ends the waits of retries (their state stays for the next start)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -174,11 +186,13 @@ class DutyScheduler:
         schedule trigger catches up what was missed while no runtime was running."""
         if self._scheduler is not None:
             return
+        self._stopping.clear()
         self._scheduler = AsyncIOScheduler(timezone=UTC)
         self._scheduler.start()
         if self.bus is not None:
             self._subscription = self.bus.subscribe("*", self._on_event)
         self.sync(workers)
+        await self.resume_retries()
 
     def sync(self, workers: Iterable[Worker]) -> None:
         """Follow the workspace: jobs for new or changed triggers, none for removed or inactive duties.
@@ -222,6 +236,7 @@ class DutyScheduler:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         scheduler, self._scheduler = self._scheduler, None
+        self._stopping.set()
         if self._subscription is not None:
             self._subscription.unsubscribe()
             self._subscription = None
@@ -373,17 +388,78 @@ class DutyScheduler:
         evidence: Evidence = NO_EVIDENCE,
     ) -> FireOutcome:
         key = fire_key(duty.duty_id, trigger_id, slot, duty_version(duty)) if slot is not None else None
+        if key is None or trigger_type == "manual" or duty_terms(duty).sla.retries == 0:
+            return await self._fire_once(worker, duty, trigger_id, trigger_type, scheduled_for, key, evidence)
+        first = PendingRetry(attempt=0, scheduled_for=scheduled_for, trigger_type=trigger_type,
+                             evidence=evidence.as_json())  # fmt: skip
+        where = (worker.tenant_id, worker.worker_id, duty.duty_id, trigger_id, key)
+        added = await asyncio.to_thread(self.store.watch_retries, *where, first)
         outcome = await self._fire_once(worker, duty, trigger_id, trigger_type, scheduled_for, key, evidence)
+        if not outcome.created:  # a repeated fire: the one that made the run sees to its retries
+            if added and outcome.run.terminal and outcome.run.state not in _RETRIED:
+                await asyncio.to_thread(self.store.retries_done, *where)
+            return outcome
+        return await self._retry(worker, duty, trigger_id, key, first, outcome)
+
+    async def _retry(
+        self, worker: Worker, duty: DutySpec, trigger_id: str, key: str, pending: PendingRetry, outcome: FireOutcome
+    ) -> FireOutcome:
+        """Retry the fire under `key` (its attempt `pending.attempt` ended as `outcome`) while its SLA
+        allows: each retry is recorded, with its due time, before its backoff is waited out."""
         sla = duty_terms(duty).sla
-        attempt = 0
-        while outcome.created and outcome.run.state in _RETRIED and attempt < sla.retries and trigger_type != "manual":
-            attempt += 1
-            log.warning("[Duties] %s ended %s; retry %d of %d in %.0f s", key or duty.duty_id, outcome.run.state,
-                        attempt, sla.retries, sla.retry_backoff_s)  # fmt: skip
-            await asyncio.sleep(sla.retry_backoff_s)
-            retry_key = f"{key}:retry-{attempt}" if key is not None else None
-            outcome = await self._fire_once(worker, duty, trigger_id, trigger_type, scheduled_for, retry_key, evidence)
+        where = (worker.tenant_id, worker.worker_id, duty.duty_id, trigger_id, key)
+        evidence = _evidence(pending, key)
+        while outcome.run.state in _RETRIED and pending.attempt < sla.retries:
+            due = self.clock().astimezone(UTC) + timedelta(seconds=sla.retry_backoff_s)
+            pending = pending.model_copy(update={"attempt": pending.attempt + 1, "due_at": due})
+            await asyncio.to_thread(self.store.owe_retry, *where, pending)
+            log.warning("[Duties] %s ended %s; retry %d of %d at %s", outcome.key, outcome.run.state,
+                        pending.attempt, sla.retries, due.isoformat())  # fmt: skip
+            if not await self._wait_until(due):
+                return outcome  # stopping: the next start resumes the retry
+            outcome = await self._fire_once(worker, duty, trigger_id, pending.trigger_type, pending.scheduled_for,
+                                            pending.fire_key(key), evidence)  # fmt: skip
+        await asyncio.to_thread(self.store.retries_done, *where)
         return outcome
+
+    async def _wait_until(self, due: datetime) -> bool:
+        """Wait until `due` (by `clock`); False when the scheduler stops first."""
+        delay = (due - self.clock()).total_seconds()
+        if delay > 0 and not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), delay)
+        return not self._stopping.is_set()
+
+    async def resume_retries(self) -> int:
+        """The SLA retries a stopped process owed, each resumed in the background: at its due time
+        (at once when overdue); a fire whose outcome was never seen is asked for it under its key."""
+        resumed = 0
+        for worker, duty in _active(self._workers.values()):
+            try:
+                state = await asyncio.to_thread(self.store.read_state, worker.tenant_id, worker.worker_id, duty.duty_id)
+            except DutyStateError:
+                log.exception("[Duties] the retries of %s/%s/%s cannot be resumed", *worker.key, duty.duty_id)
+                continue
+            for trigger_id, trigger in state.triggers.items():
+                for key, pending in trigger.retries.items():
+                    resume = self._resume(worker, duty, trigger_id, key, pending)
+                    task = asyncio.get_running_loop().create_task(resume, name=f"duty-retry {key}")
+                    self._fires.add(task)
+                    task.add_done_callback(self._fires.discard)
+                    resumed += 1
+        if resumed:
+            log.warning("[Duties] resuming %d duty fires with SLA retries a stopped process left", resumed)
+        return resumed
+
+    async def _resume(self, worker: Worker, duty: DutySpec, trigger_id: str, key: str, pending: PendingRetry) -> None:
+        try:
+            if pending.due_at is not None and not await self._wait_until(pending.due_at):
+                return
+            outcome = await self._fire_once(worker, duty, trigger_id, pending.trigger_type, pending.scheduled_for,
+                                            pending.fire_key(key), _evidence(pending, key))  # fmt: skip
+            await self._retry(worker, duty, trigger_id, key, pending, outcome)
+        except Exception:  # one broken retry must not stop the others
+            log.exception("[Duties] the retry of %s failed", key)
 
     async def _fire_once(
         self,

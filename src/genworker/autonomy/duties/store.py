@@ -1,6 +1,7 @@
 """The duty scheduler's files under ``tenants/{t}/workers/{w}/runtime/``:
 
-- ``duty_state/{duty_id}.json``: per trigger, the last slot handled and a condition's last truth;
+- ``duty_state/{duty_id}.json``: per trigger, the last slot handled, a condition's last truth and the
+  fires whose SLA retries are still owed (`retries`: what a restart resumes);
 - ``duty_executions/{duty_id}.jsonl``: one record per fire, pruned by the duty's execution_log_retention.
 
 Each file is changed under an flock and replaced atomically. Blocking: call from a worker thread.
@@ -12,7 +13,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -20,7 +21,7 @@ from genworker.autonomy.duties.errors import DutyStateError
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 
-__all__ = ["SCHEMA_VERSION", "DutyState", "DutyStore", "ExecutionRecord", "TriggerState"]
+__all__ = ["SCHEMA_VERSION", "DutyState", "DutyStore", "ExecutionRecord", "PendingRetry", "TriggerState"]
 
 SCHEMA_VERSION: Final = 1
 
@@ -29,10 +30,27 @@ class _Doc(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PendingRetry(_Doc):
+    """A fire whose contract allows SLA retries, until it no longer needs one (keyed by its first key).
+
+    `attempt` 0 is the first fire, n the n-th retry (key `{key}:retry-{n}`). Without `due_at` that
+    attempt has been fired and its outcome is not known yet; with it, the attempt is due then."""
+
+    attempt: int = Field(ge=0)
+    due_at: datetime | None = None
+    scheduled_for: datetime
+    trigger_type: Literal["schedule", "event", "condition"]
+    evidence: dict[str, Any] = Field(default_factory=dict)  # the fire's evidence for the Policy Gate
+
+    def fire_key(self, key: str) -> str:
+        return key if self.attempt == 0 else f"{key}:retry-{self.attempt}"
+
+
 class TriggerState(_Doc):
     last_slot: datetime | None = None  # every slot up to here has been handled (fired or skipped)
     condition_true: bool = False
     pending_fire: datetime | None = None  # a condition's transition recorded and not yet fired
+    retries: dict[str, PendingRetry] = Field(default_factory=dict)  # by the fire's first key
 
 
 class DutyState(_Doc):
@@ -94,7 +112,7 @@ class DutyStore:
         with file_lock(path.with_name(f".{path.name}.lock")):
             state = self.read_state(tenant_id, worker_id, duty_id)
             trigger = state.triggers.setdefault(trigger_id, TriggerState())
-            before = trigger.model_copy()
+            before = trigger.model_copy(deep=True)
             if change(trigger):
                 write_atomic(path, state.model_dump_json(indent=2).encode("utf-8"))
             return before
@@ -151,6 +169,39 @@ class DutyStore:
             return True
 
         self._update(tenant_id, worker_id, duty_id, trigger_id, clear)
+
+    # -- SLA retries ---------------------------------------------------------------
+
+    def watch_retries(
+        self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, key: str, first: PendingRetry
+    ) -> bool:
+        """The fire under `key` may need retries: recorded as `first` unless already known (False)."""
+
+        def add(trigger: TriggerState) -> bool:
+            if key in trigger.retries:
+                return False
+            trigger.retries[key] = first
+            return True
+
+        return key not in self._update(tenant_id, worker_id, duty_id, trigger_id, add).retries
+
+    def owe_retry(
+        self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, key: str, retry: PendingRetry
+    ) -> None:
+        """The fire under `key` owes `retry` (a later attempt never goes back to an earlier one)."""
+
+        def put(trigger: TriggerState) -> bool:
+            known = trigger.retries.get(key)
+            if known is not None and (known.attempt, known.due_at is not None) >= (retry.attempt, True):
+                return False
+            trigger.retries[key] = retry
+            return True
+
+        self._update(tenant_id, worker_id, duty_id, trigger_id, put)
+
+    def retries_done(self, tenant_id: str, worker_id: str, duty_id: str, trigger_id: str, key: str) -> None:
+        """The fire under `key` needs no (further) retry."""
+        self._update(tenant_id, worker_id, duty_id, trigger_id, lambda t: t.retries.pop(key, None) is not None)
 
     # -- execution records -------------------------------------------------------
 
