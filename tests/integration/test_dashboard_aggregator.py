@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
@@ -120,6 +121,19 @@ def test_block_names_are_unique_and_a_block_can_be_rewired() -> None:
     assert next(b for b in rewired.blocks if b.name == "briefs").fetch is fetch
     with pytest.raises(KeyError):
         default.replace("nope", fetch)
+
+
+def test_the_run_blocks_are_unavailable_while_the_runtime_has_no_router(small_workspace: Callable[..., Path]) -> None:
+    registry = WorkspaceRegistry(small_workspace({"acme": ["alice"]}))
+    registry.load_all()
+    worker = registry.worker("acme", "alice")
+    assert worker is not None
+    # a runtime before its router is built: only the attributes the blocks read
+    starting = cast(Runtime, SimpleNamespace(router=None, registry=registry))
+    ctx = BlockContext(starting, Principal("acme", "k1"), worker)
+    blocks = asyncio.run(default_aggregator().collect(ctx))["blocks"]
+    for name in ("tasks", "runs", "pending", "activity", "decisions"):
+        assert blocks[name] == {"status": "unavailable", "reason": "the runtime is still starting"}, name
 
 
 def test_suggestions_are_listed_and_decided_from_a_dashboard_session(

@@ -65,9 +65,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("channels.email", "autonomy.sensing.errors"),
         ("channels.ingest", "autonomy.inbox"),
         ("channels.processor", "autonomy.inbox"),
-        # dashboard -> api
-        ("dashboard.blocks_work", "api.runs"),
-        ("dashboard.session", "api.errors"),
         # not yet moved (#24 item 1)
         ("workspace.models.base", "tools.effects"),
         ("workspace.models.persona", "tools.mcp.config"),

@@ -19,7 +19,7 @@ from starlette.middleware.cors import CORSMiddleware
 from genworker.api.deps import runtime_of
 from genworker.api.errors import ApiError
 from genworker.auth import ApiKeyStore, Principal
-from genworker.dashboard.session import session_principal
+from genworker.dashboard.session import CsrfRefused, session_principal
 from genworker.ids import InvalidIdError, validate_id
 from genworker.runtime.composition import Runtime
 from genworker.workspace.snapshot import Worker
@@ -85,7 +85,10 @@ def _verified_principal(request: Request) -> Principal:
     """`require_principal` through the key files (blocking)."""
     header = request.headers.get("authorization")
     if not header:
-        from_cookie = session_principal(request, get_api_keys(request))
+        try:
+            from_cookie = session_principal(request, get_api_keys(request))
+        except CsrfRefused as exc:
+            raise ApiError(403, "csrf_failed", str(exc)) from None
         if from_cookie is not None:
             request.state.principal = from_cookie
             return from_cookie

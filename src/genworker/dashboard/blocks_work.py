@@ -10,17 +10,25 @@ import contextlib
 from dataclasses import asdict
 from typing import Any
 
-from genworker.api.runs import router_of
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
+from genworker.runtime.composition import Runtime
 from genworker.worker.confirmations.models import Confirmation
 from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
+from genworker.worker.router import WorkerRouter
 from genworker.worker.task import ACTIVE_STATES, RunRecord, RunState
 
 __all__ = ["activity", "command_backend", "decisions", "pending", "recent_runs", "runs", "suggestions", "tasks"]
 
 RUN_WINDOW = 100  # runs the dashboard looks at, newest first
 SHOWN = 20
+
+
+def router_of(runtime: Runtime) -> WorkerRouter:
+    """The runtime's router; BlockUnavailable while it has none (still starting)."""
+    if runtime.router is None:
+        raise BlockUnavailable("the runtime is still starting")
+    return runtime.router
 
 
 async def recent_runs(ctx: BlockContext) -> list[RunRecord]:

@@ -28,7 +28,6 @@ from pathlib import Path
 
 from starlette.requests import Request
 
-from genworker.api.errors import ApiError
 from genworker.auth import ApiKeyStore, Principal
 from genworker.auth.errors import AuthError
 from genworker.fsutil import create_exclusive
@@ -39,6 +38,7 @@ __all__ = [
     "CSRF_HEADER",
     "SESSION_SCHEMA_VERSION",
     "SESSION_TTL_S",
+    "CsrfRefused",
     "Session",
     "SessionSigner",
     "session_principal",
@@ -55,6 +55,10 @@ _SEP = "~"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _signers: dict[tuple[Path, str], SessionSigner] = {}
 _signers_lock = threading.Lock()
+
+
+class CsrfRefused(Exception):
+    """A cookie-authenticated request that changes state came without its `X-CSRF-Token` (the API answers 403)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +190,7 @@ def current_session(request: Request, workspace_root: Path) -> tuple[SessionSign
 def session_principal(request: Request, keys: ApiKeyStore) -> Principal | None:
     """The principal of a valid session cookie (None without one); blocking: reads the key file.
 
-    A state-changing request without the matching `X-CSRF-Token` header is refused with 403.
+    A state-changing request without the matching `X-CSRF-Token` header raises CsrfRefused.
     """
     if COOKIE not in request.cookies:
         return None
@@ -198,9 +202,7 @@ def session_principal(request: Request, keys: ApiKeyStore) -> Principal | None:
     if principal is None:
         return None
     if request.method not in _SAFE_METHODS and not signer.csrf_ok(session, request.headers.get(CSRF_HEADER)):
-        raise ApiError(
-            403, "csrf_failed", "cookie-authenticated requests that change state need the X-CSRF-Token header"
-        )
+        raise CsrfRefused("cookie-authenticated requests that change state need the X-CSRF-Token header")
     return principal
 
 
