@@ -215,7 +215,8 @@ async def test_a_node_run_again_after_an_interrupt_does_not_repeat_its_side_effe
     from datetime import UTC, datetime
 
     from genworker.engine.base import Continuation
-    from genworker.tools.base import Effect, function_tool
+    from genworker.tools.base import Effect
+    from genworker.tools.tool import function_tool
     from genworker.worker.engine_runs import RunEngineState, checkpoint_stores
     from genworker.worker.lifecycle import TaskLifecycle
     from genworker.worker.task import RunRef, TaskManifest

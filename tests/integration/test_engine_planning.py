@@ -20,9 +20,10 @@ from genworker.llm.config_source import load_model_config
 from genworker.llm.intent import Tier
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, When
-from genworker.tools.base import Effect, function_tool
+from genworker.tools.base import Effect
 from genworker.tools.context import ToolScope
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.tool import function_tool
 from genworker.worker.engine_runs import RunEngineState, checkpoint_stores
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.task import RunRef, TaskManifest

@@ -30,9 +30,10 @@ from genworker.llm.client import LLMClient
 from genworker.llm.config_source import load_model_config
 from genworker.settings import load_settings
 from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply
-from genworker.tools.base import Effect, function_tool
+from genworker.tools.base import Effect
 from genworker.tools.context import ToolScope
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.tool import function_tool
 from genworker.workspace.models.skill import SkillLevel, SkillSpec, instruction_blocks
 from genworker.workspace.snapshot import Skill, frozen_map
 

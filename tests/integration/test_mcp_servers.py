@@ -17,11 +17,13 @@ import anyio
 import pytest
 
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
-from genworker.tools.base import Effect, RiskLevel, ToolCall, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolCall
 from genworker.tools.context import Posture, ToolScope
-from genworker.tools.mcp import MCPManager, parse_mcp_servers
+from genworker.tools.mcp import MCPManager
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.tool import function_tool
+from genworker.workspace.models.mcp import parse_mcp_servers
 
 pytestmark = pytest.mark.anyio
 

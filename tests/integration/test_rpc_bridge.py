@@ -14,12 +14,13 @@ import pytest
 import uvloop
 
 from genworker.tools.audit import MemoryAuditSink
-from genworker.tools.base import HIDDEN_FROM_LLM, Effect, ToolCall, ToolResult, function_tool
+from genworker.tools.base import HIDDEN_FROM_LLM, Effect, ToolCall, ToolResult
 from genworker.tools.builtin.execute_code import execute_code_tool
 from genworker.tools.context import ToolContext, ToolScope
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.rpc_bridge import MAX_REJECTED, RpcBridge
+from genworker.tools.tool import function_tool
 
 pytestmark = pytest.mark.anyio
 

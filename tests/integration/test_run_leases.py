@@ -21,11 +21,12 @@ from genworker.autonomy.waiting import WaitingPlan
 from genworker.engine.base import RunResult
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
-from genworker.tools.base import Effect, ToolCall, function_tool
+from genworker.tools.base import Effect, ToolCall
 from genworker.tools.context import ToolScope
 from genworker.tools.journal import Journaling, StepJournal
 from genworker.tools.outcomes import ToolCompleted
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.tool import function_tool
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.leases import FileInstanceLeases, RedisInstanceLeases
 from genworker.worker.task import RunState, TaskManifest

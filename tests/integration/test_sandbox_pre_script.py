@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from genworker.tools.base import Effect, function_tool
+from genworker.tools.base import Effect
 from genworker.tools.context import ToolScope
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.pre_script import PreScriptError, run_pre_script
+from genworker.tools.tool import function_tool
 from genworker.workspace.models.duty import PreScript
 
 pytestmark = pytest.mark.anyio

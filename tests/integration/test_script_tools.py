@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 import uvloop
 
-from genworker.tools.base import HIDDEN_FROM_LLM, Effect, RiskLevel, ToolCall, ToolResult, function_tool
+from genworker.tools.base import HIDDEN_FROM_LLM, Effect, RiskLevel, ToolCall, ToolResult
 from genworker.tools.builtin.execute_code import execute_code_tool
 from genworker.tools.context import ToolScope
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.script_tools import ScriptTool, load_script_tools, scan_script_tools
+from genworker.tools.tool import function_tool
 from genworker.workspace.errors import WorkspaceError
 
 pytestmark = pytest.mark.anyio

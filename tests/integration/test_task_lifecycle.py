@@ -19,9 +19,10 @@ from genworker.llm.config_source import load_model_config
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply
 from genworker.tools.audit import MemoryAuditSink
-from genworker.tools.base import Effect, function_tool
+from genworker.tools.base import Effect
 from genworker.tools.context import ToolScope
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.tool import function_tool
 from genworker.worker.lifecycle import RunToolCallSink, TaskLifecycle
 from genworker.worker.task import (
     GoalStatus,

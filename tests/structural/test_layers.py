@@ -66,9 +66,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("channels.ingest", "autonomy.inbox"),
         ("channels.processor", "autonomy.inbox"),
         # not yet moved (#24 item 1)
-        ("workspace.models.base", "tools.effects"),
-        ("workspace.models.persona", "tools.mcp.config"),
-        ("workspace.models.tenant", "tools.mcp.config"),
         ("workspace.worker_loader", "tools.sandbox"),
     }
 )
@@ -76,7 +73,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
 # Sets of modules inside one package that import each other in a circle.
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     {
-        frozenset({"tools.base", "tools.context", "tools.effects"}),
         frozenset({"worker.engine_runs", "worker.router", "worker.service"}),
         frozenset({"channels.longconn.modes", "channels.registry"}),  # #26
         frozenset({"autonomy.duties.outcomes", "autonomy.duties.scheduler", "autonomy.duties.sla"}),  # duties

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from genworker.tools.base import Effect, RiskLevel
-from genworker.tools.mcp import MCPConfigError, MCPServerConfig, parse_mcp_servers
+from genworker.workspace.errors import MCPConfigError
+from genworker.workspace.models.mcp import MCPServerConfig, parse_mcp_servers
 
 STDIO = {"name": "time", "command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
 HTTP = {"name": "search", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer s3cret"}}

@@ -11,8 +11,9 @@ from mcp import types as mcp_types
 
 from genworker.tools.base import Effect, RiskLevel, ToolCall
 from genworker.tools.context import ToolContext, ToolScope
-from genworker.tools.mcp import MCPServerConfig, MCPUnavailableError
+from genworker.tools.mcp import MCPUnavailableError
 from genworker.tools.mcp.tool import build_tools, namespaced_name, to_tool_result, tool_effect
+from genworker.workspace.models.mcp import MCPServerConfig
 
 SCHEMA = {"type": "object", "properties": {}}
 

@@ -10,8 +10,9 @@ import pytest
 
 from genworker.tools.base import Effect, RiskLevel, ToolSpec
 from genworker.tools.context import ToolScope
-from genworker.tools.effects import EffectResolver, EffectRule, EffectTable, ResolvedEffect, load_effect_table
+from genworker.tools.effects import EffectResolver, ResolvedEffect
 from genworker.workspace.errors import WorkspaceError
+from genworker.workspace.models.effects import EffectRule, EffectTable, load_effect_table
 
 
 def spec(name: str, effect: Effect | None = None, risk: RiskLevel = RiskLevel.HIGH, approval: bool = False) -> ToolSpec:

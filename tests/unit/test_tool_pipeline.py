@@ -11,21 +11,13 @@ from typing import Any
 import pytest
 
 from genworker.tools.audit import MemoryAuditSink
-from genworker.tools.base import (
-    HIDDEN_FROM_LLM,
-    Effect,
-    RiskLevel,
-    ToolCall,
-    ToolDefinitionError,
-    ToolResult,
-    ToolSpec,
-    function_tool,
-)
+from genworker.tools.base import HIDDEN_FROM_LLM, Effect, RiskLevel, ToolCall, ToolDefinitionError, ToolResult, ToolSpec
 from genworker.tools.context import Posture, ToolContext, ToolScope
-from genworker.tools.effects import EffectTable
 from genworker.tools.middlewares import CallNext
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolNeedsApproval, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
+from genworker.tools.tool import function_tool
+from genworker.workspace.models.effects import EffectTable
 
 pytestmark = pytest.mark.anyio
 

@@ -1,7 +1,8 @@
-"""What a tool is: a spec (name, JSON schema, effect, risk) and an async run function.
+"""What a tool is described and called with: its spec (name, JSON schema, effect, risk), a call,
+and a result. Anything the pipeline executes (`Tool`) and `@function_tool` are `tools/tool.py`.
 
 Schemas come from type hints and the docstring through one function (`tool_spec_from`);
-misuse of `@tool` fails at import time, not at the first call.
+misuse of `@function_tool` fails at import time, not at the first call.
 """
 
 from __future__ import annotations
@@ -9,44 +10,26 @@ from __future__ import annotations
 import inspect
 import re
 import types
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-if TYPE_CHECKING:
-    from genworker.tools.context import ToolContext
+from genworker.workspace.models.effects import Effect, RiskLevel
 
 __all__ = [
     "HIDDEN_FROM_LLM",
     "Effect",
     "RiskLevel",
     "Suspend",
-    "Tool",
     "ToolCall",
     "ToolDefinitionError",
     "ToolResult",
     "ToolSpec",
-    "function_tool",
     "tool_spec_from",
 ]
 
 HIDDEN_FROM_LLM = "hidden_from_llm"
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-class Effect(StrEnum):
-    READ = "read"
-    COMPUTE = "compute"
-    WRITE = "write"
-    EXTERNAL = "external"
-    DELEGATE = "delegate"
-
-
-class RiskLevel(StrEnum):
-    LOW = "low"
-    MEDIUM = "medium"
-    HIGH = "high"
 
 
 class ToolDefinitionError(TypeError):
@@ -96,56 +79,6 @@ class ToolResult:
     content: str
     is_error: bool = False
     data: Any = None
-
-
-class Tool(Protocol):
-    """Anything the pipeline can execute. Executors never check policy: the pipeline does."""
-
-    @property
-    def spec(self) -> ToolSpec: ...
-
-    async def run(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult: ...
-
-
-@dataclass(frozen=True, slots=True)
-class FunctionTool:
-    spec: ToolSpec
-    fn: Callable[..., Awaitable[Any]]
-    takes_context: bool
-
-    async def run(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolResult:
-        value = await (self.fn(ctx, **arguments) if self.takes_context else self.fn(**arguments))
-        return value if isinstance(value, ToolResult) else ToolResult(_text(value), data=value)
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    import json
-
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
-def function_tool(
-    *,
-    effect: Effect,
-    risk_level: RiskLevel = RiskLevel.LOW,
-    requires_approval: bool = False,
-    name: str | None = None,
-    tags: frozenset[str] = frozenset(),
-) -> Callable[[Callable[..., Awaitable[Any]]], FunctionTool]:
-    """Declare an async function as a tool. A first parameter named `ctx` receives the ToolContext."""
-
-    def wrap(fn: Callable[..., Awaitable[Any]]) -> FunctionTool:
-        if not inspect.iscoroutinefunction(fn):
-            raise ToolDefinitionError(f"tool {fn.__qualname__} must be an async function")
-        spec, takes_context = tool_spec_from(fn, name=name)
-        spec = ToolSpec(
-            spec.name, spec.description, spec.parameters, effect, risk_level, requires_approval, tags, "builtin"
-        )
-        return FunctionTool(spec, fn, takes_context)
-
-    return wrap
 
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}

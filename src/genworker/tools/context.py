@@ -8,12 +8,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from genworker.tools.base import ToolCall, ToolSpec
-
-if TYPE_CHECKING:
-    from genworker.tools.effects import EffectTable
+from genworker.workspace.models.effects import EffectTable
 
 __all__ = ["Caller", "Posture", "ToolContext", "ToolScope"]
 

@@ -18,7 +18,7 @@ from genworker.events import EventBus, new_event
 from genworker.observability.status import ComponentRuntimeStatus
 from genworker.settings import Settings
 from genworker.tools.audit import WorkerAuditSink
-from genworker.tools.base import Tool, ToolCall
+from genworker.tools.base import ToolCall
 from genworker.tools.builtin import builtin_tools
 from genworker.tools.builtin.bash import bash_execute_tool
 from genworker.tools.builtin.delegation import DelegationSlot, delegation_tools
@@ -28,14 +28,16 @@ from genworker.tools.builtin.mailbox import MailboxSlot, mailbox_tools
 from genworker.tools.builtin.messaging import MessagingSlot, messaging_tools
 from genworker.tools.builtin.waiting import WaitSlot, wait_for_event_tool
 from genworker.tools.context import Posture, ToolScope
-from genworker.tools.effects import EffectResolver, EffectTable
+from genworker.tools.effects import EffectResolver
 from genworker.tools.journal import Journaling, StepJournal
-from genworker.tools.mcp.config import MCPServerConfig
 from genworker.tools.middlewares.undo_window import DEFAULT_MAX_LATE_S, DeferredCall, UndoWindow
 from genworker.tools.outcomes import ToolFailed, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
 from genworker.tools.script_tools import scan_script_tools
+from genworker.tools.tool import Tool
 from genworker.workspace.models import Tenant
+from genworker.workspace.models.effects import EffectTable
+from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.skill import named_tools
 from genworker.workspace.snapshot import Worker
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from genworker.tools.audit import AuditSink
-from genworker.tools.base import HIDDEN_FROM_LLM, Tool, ToolCall, ToolDefinitionError, ToolResult, ToolSpec
+from genworker.tools.base import HIDDEN_FROM_LLM, ToolCall, ToolDefinitionError, ToolResult, ToolSpec
 from genworker.tools.context import Caller, ToolContext, ToolScope
 from genworker.tools.effects import EffectResolver
 from genworker.tools.middlewares import (
@@ -36,6 +36,7 @@ from genworker.tools.middlewares import (
     timeout,
 )
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolOutcome
+from genworker.tools.tool import Tool
 
 __all__ = ["ToolPipeline"]
 

@@ -33,12 +33,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from genworker.tools.base import Effect, RiskLevel, ToolDefinitionError, ToolResult, ToolSpec
 from genworker.tools.context import ToolContext
-from genworker.tools.effects import DEFAULT_RISK
 from genworker.tools.middlewares.validation import compile_schema
 from genworker.tools.rpc_bridge import DEFAULT_MAX_CALLS, ScriptLanguage, ScriptNestingError, ToolExecutor, run_script
 from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxError, SandboxLimits
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.models.base import Duration
+from genworker.workspace.models.effects import DEFAULT_RISK
 
 __all__ = [
     "SCRIPT_SCHEMA_VERSION",

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Issue", "Severity", "WorkspaceError"]
+__all__ = ["Issue", "MCPConfigError", "Severity", "WorkspaceError"]
 
 Severity = Literal["error", "warning", "note"]
 """A "note" says how a file was read (an upstream spelling mapped, a field ignored on purpose):
@@ -46,3 +46,12 @@ class WorkspaceError(Exception):
     @classmethod
     def single(cls, file: str, message: str, field: str = "", line: int | None = None) -> WorkspaceError:
         return cls([Issue("error", file, message, field, line)])
+
+
+class MCPConfigError(ValueError):
+    """An `mcp_servers` entry is invalid. Names the file, the entry and each field at fault."""
+
+    def __init__(self, source: str, issues: list[str]) -> None:
+        self.source = source
+        self.issues = issues
+        super().__init__(f"{source}: invalid mcp_servers: " + "; ".join(issues))

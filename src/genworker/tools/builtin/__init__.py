@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from genworker.tools.base import Tool
 from genworker.tools.builtin.files import file_tools
+from genworker.tools.tool import Tool
 
 __all__ = ["builtin_tools"]
 

@@ -7,7 +7,7 @@ layer was misconfigured.
 
 from __future__ import annotations
 
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
 from genworker.tools.sandbox import (
     DEFAULT_LIMITS,
@@ -17,6 +17,7 @@ from genworker.tools.sandbox import (
     prepare_scratch,
     run_sandboxed,
 )
+from genworker.tools.tool import FunctionTool, function_tool
 
 __all__ = ["bash_execute_tool", "sandbox_refusal", "trust_refusal"]
 

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
 from genworker.tools.middlewares.policy import policy_denial, posture_denial
+from genworker.tools.tool import FunctionTool, function_tool
 
 __all__ = [
     "DELEGATE_TOOLS",

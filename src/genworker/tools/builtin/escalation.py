@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
+from genworker.tools.tool import FunctionTool, function_tool
 from genworker.workspace.models.persona import WorkerMode
 from genworker.workspace.snapshot import Worker
 

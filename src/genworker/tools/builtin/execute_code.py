@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.builtin.bash import sandbox_refusal, trust_refusal
 from genworker.tools.context import ToolContext
 from genworker.tools.rpc_bridge import DEFAULT_MAX_CALLS, ScriptNestingError, ToolExecutor, run_script
 from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxError, SandboxLimits
+from genworker.tools.tool import FunctionTool, function_tool
 
 __all__ = ["execute_code_tool"]
 

@@ -19,8 +19,9 @@ from typing import Literal
 
 from genworker.fsutil import write_atomic as replace_file
 from genworker.ids import is_inside
-from genworker.tools.base import Effect, RiskLevel, Tool, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
+from genworker.tools.tool import Tool, function_tool
 
 __all__ = [
     "MAX_READ_BYTES",

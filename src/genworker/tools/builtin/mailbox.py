@@ -28,8 +28,9 @@ from genworker.autonomy.sensing.email import (
     open_imap,
 )
 from genworker.autonomy.sensing.errors import SensorConfigError, SensorPollError
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
+from genworker.tools.tool import FunctionTool, function_tool
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["MAX_RESULTS", "MailboxError", "MailboxSlot", "account_of", "mailbox_tools"]

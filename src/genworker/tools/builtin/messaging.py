@@ -28,8 +28,9 @@ from genworker.channels.outbound.recipients import (
     owner_recipients,
 )
 from genworker.channels.registry import ChannelBinding
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
+from genworker.tools.tool import FunctionTool, function_tool
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["MAX_EMAIL_RECIPIENTS", "MAX_TEXT", "MessagingError", "MessagingSlot", "messaging_tools", "tool_key"]

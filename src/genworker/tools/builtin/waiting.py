@@ -15,8 +15,9 @@ from datetime import timedelta
 from typing import Final
 
 from genworker.autonomy.waiting.models import validate_match_key
-from genworker.tools.base import Effect, FunctionTool, RiskLevel, Suspend, ToolResult, function_tool
+from genworker.tools.base import Effect, RiskLevel, Suspend, ToolResult
 from genworker.tools.context import ToolContext, ToolScope
+from genworker.tools.tool import FunctionTool, function_tool
 
 __all__ = ["MAX_TIMEOUT_S", "WaitParker", "WaitRequest", "WaitSlot", "wait_for_event_tool"]
 

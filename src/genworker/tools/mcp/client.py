@@ -23,8 +23,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.message import SessionMessage
 
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
-from genworker.tools.mcp.config import MCPServerConfig
 from genworker.tools.mcp.errors import MCPUnavailableError
+from genworker.workspace.models.mcp import MCPServerConfig
 
 if TYPE_CHECKING:
     from mcp.client._transport import ReadStream, TransportStreams

@@ -15,10 +15,11 @@ from typing import Protocol
 import anyio
 
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
-from genworker.tools.base import Tool, ToolDefinitionError
+from genworker.tools.base import ToolDefinitionError
 from genworker.tools.mcp.client import MCPConnection
-from genworker.tools.mcp.config import MCPServerConfig
 from genworker.tools.mcp.tool import MCPTool, build_tools
+from genworker.tools.tool import Tool
+from genworker.workspace.models.mcp import MCPServerConfig
 
 __all__ = ["MCPManager", "ToolRegistry"]
 

@@ -13,8 +13,8 @@ from mcp import MCPError
 from mcp import types as mcp_types
 
 from genworker.tools.base import Effect, RiskLevel, ToolResult, ToolSpec
-from genworker.tools.mcp.config import MCPServerConfig, MCPToolEffect
 from genworker.tools.mcp.errors import MCPUnavailableError
+from genworker.workspace.models.mcp import MCPServerConfig, MCPToolEffect
 
 if TYPE_CHECKING:
     from genworker.tools.context import ToolContext

@@ -25,6 +25,8 @@ from pydantic import (
 )
 
 from genworker.ids import InvalidIdError, validate_id
+from genworker.workspace.errors import WorkspaceError
+from genworker.workspace.models.effects import EffectTable
 
 __all__ = [
     "CsvTuple",
@@ -271,9 +273,6 @@ def unique_ids(field: str, ids: list[str]) -> None:
 
 def check_effect_table(value: Mapping[str, Any]) -> Mapping[str, Any]:
     """Validate a `tool_effect_overrides` mapping ({tool or pattern: {effect, risk_level, ...}})."""
-    from genworker.tools.effects import EffectTable
-    from genworker.workspace.errors import WorkspaceError
-
     try:
         EffectTable.from_mapping(value, "tool_effect_overrides")
     except WorkspaceError as exc:

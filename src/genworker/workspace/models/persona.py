@@ -21,7 +21,6 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AliasChoices, BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from genworker.tools.mcp.config import MCPServerConfig
 from genworker.workspace.models.base import (
     Duration,
     JsonMap,
@@ -37,6 +36,7 @@ from genworker.workspace.models.base import (
     unique_ids,
 )
 from genworker.workspace.models.contact import Contact
+from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.policy import PolicyOverrides
 
 __all__ = [

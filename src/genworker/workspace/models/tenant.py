@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from genworker.tools.mcp.config import MCPServerConfig
 from genworker.workspace.models.base import JsonMap, Model, SecretMap, StrTuple, WorkspaceId, check_effect_table
 from genworker.workspace.models.depth import ExecutionDepths
+from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.policy import PolicyOverrides
 
 __all__ = ["Tenant", "TenantToolPolicy"]

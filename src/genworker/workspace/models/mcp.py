@@ -25,9 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from genworker.tools.base import Effect, RiskLevel
-from genworker.tools.effects import DEFAULT_RISK
-from genworker.tools.mcp.errors import MCPConfigError
+from genworker.workspace.errors import MCPConfigError
+from genworker.workspace.models.effects import DEFAULT_RISK, Effect, RiskLevel
 
 __all__ = [
     "MCPServerConfig",
@@ -86,7 +85,7 @@ class MCPToolEffect(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     effect: Effect
-    risk_level: RiskLevel | None = None  # None: the effect's default (tools.effects.DEFAULT_RISK)
+    risk_level: RiskLevel | None = None  # None: the effect's default (DEFAULT_RISK)
     requires_approval: bool = False
 
     @property
