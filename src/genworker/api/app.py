@@ -35,6 +35,7 @@ from genworker.api.routes import engine_runs as engine_run_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import metrics as metrics_routes
+from genworker.api.routes import outbox as outbox_routes
 from genworker.api.routes import service as service_routes
 from genworker.api.routes import suggestions as suggestion_routes
 from genworker.api.routes import undo as undo_routes
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(worker_metrics.router)
     app.include_router(im_config_routes.router)
     app.include_router(channel_reply_routes.router)
+    app.include_router(outbox_routes.router)
     app.include_router(dashboard.router)
     app.include_router(metrics_routes.router)
     app.include_router(brief_routes.router)

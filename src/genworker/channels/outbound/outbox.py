@@ -3,7 +3,7 @@
 Tools (`send_message`, `send_email`: key `tool:{run_id}:{call_id}`) and the heartbeat's notices to
 a worker's owner (`heartbeat:{run_id}`) go out through it.
 
-    tenants/{t}/workers/{w}/runtime/outbox/{entry_id}.json    one entry per key (schema_version 1)
+    tenants/{t}/workers/{w}/runtime/outbox/{entry_id}.json    one entry per key (schema_version 2; 1 is read)
     tenants/{t}/workers/{w}/runtime/outbox/.lock              flock around every change of that worker's entries
 
     sending -> sent
@@ -18,7 +18,8 @@ An entry is written (state `sending`) before anything is sent, under the worker'
 send under the same key, in this process or another sharing the workspace, finds it and sends
 nothing. A retry is claimed `retrying -> sending` under the same lock, so two processes never
 both send it. Each attempt tries the entry's recipients in order (a person's channels in their
-preferred order): the first that takes it wins.
+preferred order): the first that takes it wins. A person's re-send (`resend`) is claimed the same
+way and recorded on the entry (`resent_by`, `resent_at`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from genworker.channels.redelivery import DueTimes, RedeliveryPolicy
 from genworker.events import EventBus, new_event
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
+from genworker.observability.logging import log_decision, redact_text
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -48,6 +50,7 @@ __all__ = [
     "OutboxEntry",
     "OutboxError",
     "OutboxMessage",
+    "OutboxNotFound",
     "OutboxState",
     "Recipient",
     "Transport",
@@ -56,7 +59,8 @@ __all__ = [
 
 log = logging.getLogger("genworker.channels")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+READABLE_VERSIONS: Final = (1, 2)  # 1: before resent_by / resent_at
 OutboxState = Literal["sending", "sent", "retrying", "given_up", "failed", "outcome_unknown"]
 UNDELIVERED: Final[frozenset[OutboxState]] = frozenset({"sending", "retrying", "given_up", "outcome_unknown"})
 RETENTION_S: Final = 30 * 86_400.0  # sent and failed entries are kept this long: a later send under the key is a no-op
@@ -68,6 +72,10 @@ Announce = Callable[["OutboxEntry"], Awaitable[None]]
 
 class OutboxError(Exception):
     """An entry cannot be read or does not exist; the message names the file or id."""
+
+
+class OutboxNotFound(OutboxError):
+    """No entry has this id (for this worker)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,8 @@ class OutboxEntry:
     message_id: str | None = None
     sent_at: float | None = None
     owner: str | None = None  # the process sending it (while `sending`)
+    resent_by: str | None = None  # who last asked to send it again (`key:{key_id}`)
+    resent_at: float | None = None
     schema_version: int = SCHEMA_VERSION
 
     def as_json(self) -> dict[str, Any]:
@@ -141,9 +151,9 @@ class OutboxEntry:
     def from_json(cls, raw: bytes, where: str) -> OutboxEntry:
         try:
             data = json.loads(raw)
-            if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+            if not isinstance(data, dict) or data.get("schema_version") not in READABLE_VERSIONS:
                 version = data.get("schema_version") if isinstance(data, dict) else None
-                raise ValueError(f"schema_version {version!r} is unknown; this build reads {SCHEMA_VERSION}")
+                raise ValueError(f"schema_version {version!r} is unknown; this build reads {READABLE_VERSIONS}")
             if data.get("state") not in get_args(OutboxState):
                 raise ValueError(f"state {data.get('state')!r} is not one of {get_args(OutboxState)}")
             data["recipients"] = tuple(Recipient(**r) for r in data["recipients"])
@@ -151,29 +161,32 @@ class OutboxEntry:
             message["cc"] = tuple(message.get("cc", ()))
             message["files"] = tuple((str(n), str(t)) for n, t in message.get("files", ()))
             data["message"] = OutboxMessage(**message)
+            data["schema_version"] = SCHEMA_VERSION  # written back as the current version
             return cls(**data)
         except (ValueError, TypeError, KeyError) as exc:
             raise OutboxError(f"{where}: {exc}") from None
 
     def describe(self) -> dict[str, Any]:
-        """For APIs and the dashboard: who, what, and how delivery went."""
+        """For APIs and the dashboard: who, what, and how delivery went (token-shaped text masked, as in logs)."""
         return {
             "id": self.entry_id,
             "key": self.key,
             "state": self.state,
             "to": [r.describe() for r in self.recipients],
-            "text": self.message.text[:500],
+            "text": redact_text(self.message.text[:500]),
             "subject": self.message.subject,
             "origin": dict(self.origin),
             "created_at": _iso(self.created_at),
             "attempts": self.attempts,
             "next_attempt_at": _iso(self.next_at) if self.state == "retrying" and self.next_at else None,
             "first_failed_at": _iso(self.first_failed_at) if self.first_failed_at else None,
-            "last_error": self.last_error,
+            "last_error": redact_text(self.last_error) if self.last_error else None,
             "delivered_to": self.delivered_to,
             "platform": self.platform,
             "message_id": self.message_id,
             "sent_at": _iso(self.sent_at) if self.sent_at else None,
+            "resent_by": self.resent_by,
+            "resent_at": _iso(self.resent_at) if self.resent_at else None,
         }
 
 
@@ -366,16 +379,23 @@ class Outbox:
         claimed = await asyncio.to_thread(self._transition, entry, ("retrying",), "sending")
         return await self._attempt(claimed) if claimed is not None else None
 
-    async def resend(self, tenant_id: str, worker_id: str, entry_id: str) -> OutboxEntry:
-        """A person asks to send a given-up (or outcome-unknown) entry again now, with a fresh retry
-        horizon. OutboxError when there is no such entry; ValueError when it is not in such a state."""
+    async def resend(self, tenant_id: str, worker_id: str, entry_id: str, *, by: str | None = None) -> OutboxEntry:
+        """A person (`by`) asks to send a given-up (or outcome-unknown) entry again now, with a fresh
+        retry horizon; the claim is recorded on the entry and announced (`outbox.sending`) before the
+        attempt. OutboxError when there is no such entry; ValueError when it is not in such a state
+        (another caller's re-send, in this process or another, claimed it first)."""
         path = self._path(tenant_id, worker_id, validate_id(entry_id, "outbox id"))
         entry = await asyncio.to_thread(self._read, path)
-        claimed = await asyncio.to_thread(self._transition, entry, ("given_up", "outcome_unknown"), "sending")
+        was = entry.state
+        marks = {"resent_by": by, "resent_at": self.clock(), "first_failed_at": None, "attempts": 0}
+        claimed = await asyncio.to_thread(self._transition, entry, ("given_up", "outcome_unknown"), "sending", marks)
         if claimed is None:
-            raise ValueError(f"outbox entry {entry_id} is {entry.state}: only given_up or outcome_unknown is re-sent")
-        fresh = dataclasses.replace(claimed, first_failed_at=None, attempts=0)
-        return await self._attempt(fresh)
+            now = (await asyncio.to_thread(self._read, path)).state
+            raise ValueError(f"outbox entry {entry_id} is {now}: only given_up or outcome_unknown is re-sent")
+        log_decision(log, "outbox_resend", was, outbox_id=entry_id, key=claimed.key, by=by,
+                     tenant_id=tenant_id, worker_id=worker_id)  # fmt: skip
+        await self._announce(claimed)
+        return await self._attempt(claimed)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -413,7 +433,7 @@ class Outbox:
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
-            raise OutboxError(f"no outbox entry {path.stem!r}") from None
+            raise OutboxNotFound(f"no outbox entry {path.stem!r}") from None
         return OutboxEntry.from_json(raw, path.as_posix())
 
     def _write(self, entry: OutboxEntry) -> None:
@@ -436,15 +456,20 @@ class Outbox:
             self._write(entry)
 
     def _transition(
-        self, entry: OutboxEntry, expected: tuple[OutboxState, ...], state: OutboxState
+        self,
+        entry: OutboxEntry,
+        expected: tuple[OutboxState, ...],
+        state: OutboxState,
+        changes: Mapping[str, Any] | None = None,
     ) -> OutboxEntry | None:
-        """`expected` -> `state` under the lock; None when the entry is no longer in `expected`."""
+        """`expected` -> `state` (with `changes`) under the lock; None when the entry is no longer in `expected`."""
         path = self._path(entry.tenant_id, entry.worker_id, entry.entry_id)
         with self._lock(entry.tenant_id, entry.worker_id):
             current = self._read(path)
             if current.state not in expected:
                 return None
-            changed = dataclasses.replace(current, state=state, owner=self.owner if state == "sending" else None)
+            owner = self.owner if state == "sending" else None
+            changed = dataclasses.replace(current, **(changes or {}), state=state, owner=owner)
             self._write(changed)
             return changed
 
@@ -487,7 +512,8 @@ def _is_alive(sender: str | None, me: str, alive: Callable[[str], bool] | None) 
 
 
 def outbox_events(bus: EventBus) -> Announce:
-    """The outbox's announcer: `outbox.{state}` (sent, retrying, given_up, failed, outcome_unknown)."""
+    """The outbox's announcer: `outbox.{state}` (sent, retrying, given_up, failed, outcome_unknown, and
+    sending when a person re-sends an entry: `resent_by` says who)."""
 
     async def announce(entry: OutboxEntry) -> None:
         payload = {
@@ -499,6 +525,7 @@ def outbox_events(bus: EventBus) -> Announce:
             "delivered_to": entry.delivered_to,
             "attempts": entry.attempts,
             "last_error": entry.last_error,
+            "resent_by": entry.resent_by,
         }
         event = new_event(
             f"outbox.{entry.state}",
