@@ -65,8 +65,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("channels.email", "autonomy.sensing.errors"),
         ("channels.ingest", "autonomy.inbox"),
         ("channels.processor", "autonomy.inbox"),
-        # not yet moved (#24 item 1)
-        ("workspace.worker_loader", "tools.sandbox"),
     }
 )
 

@@ -25,9 +25,10 @@ from genworker.tools.context import Caller, ToolScope
 from genworker.tools.middlewares.policy import matches_any
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolNeedsApproval, ToolOutcome
 from genworker.tools.rpc_bridge import ScriptNestingError, ToolExecutor, run_script
-from genworker.tools.sandbox import DEFAULT_LIMITS, MIN_TRUST_LEVEL, SandboxError, SandboxLimits, SandboxResult
+from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxError, SandboxLimits, SandboxResult
 from genworker.workspace.models.base import thaw
 from genworker.workspace.models.duty import PreScript
+from genworker.workspace.models.tenant import MIN_TRUST_LEVEL
 
 __all__ = ["PRE_SCRIPT_LIMITS", "PreScriptError", "run_pre_script"]
 

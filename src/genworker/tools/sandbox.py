@@ -42,7 +42,6 @@ from genworker.tools.context import ToolScope
 
 __all__ = [
     "DEFAULT_LIMITS",
-    "MIN_TRUST_LEVEL",
     "Isolation",
     "IsolationChoice",
     "SandboxError",
@@ -61,7 +60,6 @@ IsolationChoice = Literal["auto", "bwrap", "rlimits"]
 
 log = logging.getLogger("genworker.sandbox")
 
-MIN_TRUST_LEVEL = 2  # running code (bash, execute_code, pre_scripts) is a trust-2 capability
 _MIB = 1024 * 1024
 _PATH = "/usr/local/bin:/usr/bin:/bin"
 _BWRAP_PROCESSES = 2  # unprivileged bwrap's own process and its pid-namespace init

@@ -12,12 +12,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
-from genworker.tools.sandbox import MIN_TRUST_LEVEL
 from genworker.workspace.documents import Document, read_json, read_markdown, validate
 from genworker.workspace.duties_loader import load_duties
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.models import ChannelCredentials, DutySpec, Goal, PersonaSpec, Tenant
 from genworker.workspace.models.skill import SkillLevel
+from genworker.workspace.models.tenant import MIN_TRUST_LEVEL
 from genworker.workspace.people_loader import load_contacts, load_rules
 from genworker.workspace.scan import Collector, Scope, load_by_id
 from genworker.workspace.skills import effective_skills, load_skills

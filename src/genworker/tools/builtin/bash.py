@@ -9,15 +9,9 @@ from __future__ import annotations
 
 from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
-from genworker.tools.sandbox import (
-    DEFAULT_LIMITS,
-    MIN_TRUST_LEVEL,
-    SandboxError,
-    SandboxLimits,
-    prepare_scratch,
-    run_sandboxed,
-)
+from genworker.tools.sandbox import DEFAULT_LIMITS, SandboxError, SandboxLimits, prepare_scratch, run_sandboxed
 from genworker.tools.tool import FunctionTool, function_tool
+from genworker.workspace.models.tenant import MIN_TRUST_LEVEL
 
 __all__ = ["bash_execute_tool", "sandbox_refusal", "trust_refusal"]
 

@@ -12,7 +12,9 @@ from genworker.workspace.models.depth import ExecutionDepths
 from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.policy import PolicyOverrides
 
-__all__ = ["Tenant", "TenantToolPolicy"]
+__all__ = ["MIN_TRUST_LEVEL", "Tenant", "TenantToolPolicy"]
+
+MIN_TRUST_LEVEL = 2  # running code (bash, execute_code, pre_scripts) is a trust-2 capability
 
 
 class TenantToolPolicy(Model):
