@@ -136,10 +136,10 @@ def test_litellm_lines_come_out_once_in_our_format_and_only_from_warning_up(
 ) -> None:
     """LiteLLM's own handler printed every line a second time, with colour codes; its per-call INFO
     lines ("200 OK") were noise at the default level."""
-    from genworker.llm import client
+    from genworker.llm import loader
 
     monkeypatch.delenv("LITELLM_LOG", raising=False)
-    client._litellm_logs_through_ours()  # as at import
+    loader._logs_through_ours()  # as when LiteLLM is loaded
     router = logging.getLogger("LiteLLM Router")
     router.info("litellm.acompletion(model=openai/x) 200 OK")
     router.warning("falling back to the standard tier")

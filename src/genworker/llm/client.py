@@ -3,28 +3,30 @@
 Fallback runs reasoning -> strong -> standard -> fast over the configured groups, on
 429, 5xx, timeouts and connection errors — before the first streamed token only; after
 it, a failure is an error of this call. Every call produces one `LLMCallRecord`.
+
+LiteLLM is imported when a configured client is built (llm/loader.py), not with this module.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import litellm
-from litellm import exceptions as llm_errors
-from litellm.router import Router
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from genworker.llm.config_source import ModelConfig, ModelConfigState
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
 from genworker.llm.intent import LLMCallIntent, Tier
+from genworker.llm.loader import load_litellm
 from genworker.llm.routing_policy import TableRoutingPolicy
 from genworker.observability.metrics import record_llm_call
+
+if TYPE_CHECKING:
+    from litellm.router import Router
 
 __all__ = [
     "Completion",
@@ -61,35 +63,19 @@ def recorded_tokens() -> int | None:
 
 log = logging.getLogger("genworker.llm")
 
-litellm.telemetry = False
-litellm.suppress_debug_info = True
 
+@cache
+def _fallback_errors() -> tuple[tuple[type[Exception], ProviderErrorKind], ...]:
+    from litellm import exceptions as llm_errors  # loaded: only a configured client's calls fail
 
-def _litellm_logs_through_ours() -> None:
-    """LiteLLM's loggers write through their own handler, and propagate to the root's too: every
-    line came out twice, once in LiteLLM's format with colour codes. Their records now go to the
-    root handler only (one format, the run's ids attached), and their per-call INFO lines ("200
-    OK") are left out unless LITELLM_LOG sets a level."""
-    from litellm._logging import handler
-
-    for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy"):
-        logger = logging.getLogger(name)
-        logger.removeHandler(handler)
-        logger.propagate = True
-        if "LITELLM_LOG" not in os.environ:
-            logger.setLevel(logging.WARNING)
-
-
-_litellm_logs_through_ours()
-
-_FALLBACK_ERRORS: tuple[tuple[type[Exception], ProviderErrorKind], ...] = (
-    (llm_errors.RateLimitError, "rate_limited"),
-    (llm_errors.Timeout, "timeout"),
-    (llm_errors.APIConnectionError, "connection"),
-    (llm_errors.InternalServerError, "server_error"),
-    (llm_errors.ServiceUnavailableError, "server_error"),
-    (llm_errors.BadGatewayError, "server_error"),
-)
+    return (
+        (llm_errors.RateLimitError, "rate_limited"),
+        (llm_errors.Timeout, "timeout"),
+        (llm_errors.APIConnectionError, "connection"),
+        (llm_errors.InternalServerError, "server_error"),
+        (llm_errors.ServiceUnavailableError, "server_error"),
+        (llm_errors.BadGatewayError, "server_error"),
+    )
 
 
 def _brief(exc: BaseException, limit: int = 300) -> str:
@@ -211,9 +197,7 @@ class LLMClient:
         self._router: Router | None = None
         if config.state.configured:
             try:
-                self._router = Router(
-                    model_list=[dict(m) for m in config.model_list], num_retries=0, disable_cooldowns=True
-                )
+                self._router = _router(config)
             except Exception as exc:  # LiteLLM refuses the model list (e.g. an unknown provider)
                 reason = f"{config.state.source}: LiteLLM rejected the model configuration: {exc}"
                 self.config = replace(config, state=ModelConfigState(False, config.state.source, reason, error=True))
@@ -306,7 +290,7 @@ class LLMClient:
 
     @staticmethod
     def _kind(exc: Exception) -> ProviderErrorKind | None:
-        for error_type, kind in _FALLBACK_ERRORS:
+        for error_type, kind in _fallback_errors():
             if isinstance(exc, error_type):
                 return kind
         status = getattr(exc, "status_code", None)
@@ -316,6 +300,8 @@ class LLMClient:
 
     @staticmethod
     def _final_error(exc: Exception, tried: tuple[str, ...]) -> ProviderError:
+        from litellm import exceptions as llm_errors
+
         if isinstance(exc, llm_errors.ContextWindowExceededError):
             return ContextOverflowError(str(exc), tried=tried)
         if isinstance(exc, llm_errors.AuthenticationError):
@@ -365,9 +351,19 @@ class LLMClient:
         return record
 
 
+def _router(config: ModelConfig) -> Router:
+    load_litellm()
+    from litellm.router import Router
+
+    router: Router = Router(model_list=[dict(m) for m in config.model_list], num_retries=0, disable_cooldowns=True)
+    return router
+
+
 def _litellm_listens() -> bool:
     """Whether success callbacks are configured through LiteLLM's own settings: they are given the
     whole response only when its stream is read to the end."""
+    import litellm
+
     return bool(litellm.callbacks or litellm.success_callback or getattr(litellm, "_async_success_callback", None))
 
 
@@ -416,6 +412,8 @@ def _cost(model: str, prompt_tokens: int, completion_tokens: int) -> float | Non
     """USD cost where LiteLLM knows the model's price (remembered misses: lookups are slow)."""
     if model in _UNPRICED:
         return None
+    import litellm
+
     try:
         prompt_cost, completion_cost = litellm.cost_per_token(
             model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
