@@ -10,6 +10,8 @@ never posts the report a second time.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -256,3 +258,105 @@ def test_a_scheduled_report_reaches_slack_and_two_stakeholders_exactly_once_acro
     assert not (workspace / "tenants/acme/workers/alice/runtime/duty_deliveries").exists() or not any(
         (workspace / "tenants/acme/workers/alice/runtime/duty_deliveries").iterdir()
     )
+
+
+ESCALATING_PERSONA = """---
+identity: {name: Alice, worker_id: alice, reports_to: dana}
+mode: personal
+channels:
+  - {type: slack, chat_ids: [C-OPS]}
+contacts:
+  - {person_id: sam, name: Sam Ortiz, identities: [{channel: slack, handle: U-SAM}]}
+  - {person_id: dana, name: Dana Lee, identities: [{channel: slack, handle: U-DANA}]}
+---
+You are alice.
+"""
+ESCALATING_DUTY = """---
+duty_id: summary
+title: Summary
+triggers: [{id: go, type: manual}]
+escalation: {condition: failed, target: dana}
+contract:
+  version: "1"
+  output_schema: {type: object, required: [summary], properties: {summary: {type: string}}}
+  escalation: {condition: output_invalid, target: sam}
+---
+Report on the week.
+"""
+
+
+class HeldFirstPost:
+    """ASGI wrapper of the Slack stand-in: the first chat.postMessage waits (the sender is mid-send)
+    until `release` is set; later ones pass at once."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.arrived = threading.Event()
+        self.release = threading.Event()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != POST or self.arrived.is_set():
+            await self.app(scope, receive, send)
+            return
+        received = [await receive()]  # the whole request, before its sender is killed
+        while received[-1].get("more_body"):
+            received.append(await receive())
+        self.arrived.set()
+        await asyncio.to_thread(self.release.wait, 60)
+
+        async def replay() -> Any:
+            return received.pop(0) if received else {"type": "http.disconnect"}
+
+        await self.app(scope, replay, send)
+
+
+def test_escalations_owed_when_the_server_is_killed_are_made_once_at_the_next_start(
+    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    """A run fails its output schema; two escalations are due (failed -> dana, output_invalid -> sam).
+    The server is killed while the first is being sent: the next one on the workspace makes the second
+    once and never sends the first again (it may have left: outcome_unknown)."""
+    stand_in = Vendor()
+    held = HeldFirstPost(stand_in.app())
+    creds = {"slack": {"bot_token": "xoxb-test", "signing_secret": "s" * 32}}
+    workspace = small_workspace(
+        {"acme": ["alice"]},
+        {
+            "tenants/acme/workers/alice/PERSONA.md": ESCALATING_PERSONA,
+            "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json": json.dumps(creds),
+            "tenants/acme/workers/alice/duties/summary.md": ESCALATING_DUTY,
+        },
+    )
+    headers = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
+    model_server.expect(Reply('{"summary": 14.5}'), Reply('{"summary": 15}'))  # broken, and after the repair
+    with LiveServer(held) as vendor_live:
+        with server(tmp_path, workspace, model_server, vendor_live.url, retry_s=10) as first:
+
+            def run_duty() -> None:  # answered only after the escalations: the server is killed before that
+                with contextlib.suppress(httpx.HTTPError):
+                    httpx.post(f"{first.url}/api/v1/workers/alice/duties/summary/run", headers=headers, timeout=60)
+
+            threading.Thread(target=run_duty, daemon=True).start()
+            assert held.arrived.wait(60), "".join(first.log.lines[-40:])
+            first.kill()
+        held.release.set()  # the killed process's send reaches the vendor now
+        [run_file_path] = (workspace / "tenants/acme/workers/alice/runs").glob("run_*.json")
+        killed = json.loads(run_file_path.read_text(encoding="utf-8"))
+        assert (killed["state"], killed["error"]["code"]) == ("failed", "output_schema_violation")
+        assert killed["escalations"] == []  # the first was mid-send, the second not yet begun
+        [first_post] = stand_in.wait_for(POST, 1)
+
+        with server(tmp_path, workspace, model_server, vendor_live.url, retry_s=10) as second:
+            posts = stand_in.wait_for(POST, 2)
+            second.log.wait_for(r"made the escalations of 1 runs a stopped process had not made")
+            second.stop()
+        with server(tmp_path, workspace, model_server, vendor_live.url, retry_s=10) as third:
+            third.stop()  # nothing is owed any more
+    assert len(stand_in.calls(POST)) == 2 and len(model_server.requests) == 2
+    assert sorted(p.body["channel"] for p in posts) == ["U-DANA", "U-SAM"]
+    assert "escalates *Summary* to you" in posts[1].body["text"]
+    done = run_file(workspace, killed["run_id"])
+    states = {e["target"]: e["state"] for e in done["escalations"]}
+    first_to = {"U-DANA": "dana", "U-SAM": "sam"}[first_post.body["channel"]]
+    assert states == {first_to: "outcome_unknown", ({"dana", "sam"} - {first_to}).pop(): "sent"}
+    assert not any((workspace / "tenants/acme/workers/alice/runtime/duty_escalations").glob("*.json"))

@@ -11,17 +11,22 @@ handle), `owner`, or a worker id; `contact:` / `worker:` prefixes settle a name 
 
 Each escalation is recorded on the escalating run (`RunRecord.escalations`) and logged; one that
 cannot be carried out is recorded `failed` with the reason.
+
+What a run owes is written first (escalation_plans.py) and removed once carried out; `recover()` at
+start-up makes what a stopped process left, and the keys make an escalation already made a no-op.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal
 
+from genworker.autonomy.duties.escalation_plans import DueEscalation, EscalationPlan, EscalationPlans
 from genworker.channels.outbound.outbox import Outbox, OutboxMessage
 from genworker.channels.outbound.recipients import contact_recipients, find_contact, owner_of
 from genworker.channels.registry import ChannelBinding
@@ -45,6 +50,12 @@ def escalation_key(ref: RunRef, reason: str, index: int) -> str:
     return f"escalation:{ref.tenant_id}:{ref.worker_id}:{ref.run_id}:{reason}:{index}"
 
 
+@dataclass(frozen=True, slots=True)
+class _Matter:
+    duty_id: str
+    title: str
+
+
 @dataclass
 class Escalations:
     tasks: TaskLifecycle
@@ -53,13 +64,76 @@ class Escalations:
     bindings: Callable[[str, str], list[ChannelBinding]] = field(default=lambda tenant_id, worker_id: [])
     route: RouteAccepting | None = None
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    plans: EscalationPlans | None = None  # what runs owe, on disk until made (None: kept nowhere)
     _running: set[asyncio.Task[None]] = field(default_factory=set)
+
+    # -- plans ------------------------------------------------------------------------------------
+
+    async def plan(
+        self, ref: RunRef, duty: DutySpec, due: Sequence[DueEscalation], expect: str | None, batch: str = ""
+    ) -> Path | None:
+        """Write what run `ref` owes (`expect`: only if it is recorded in that state) before it is made."""
+        if self.plans is None or not due:
+            return None
+        plan = EscalationPlan(ref, duty.duty_id, duty.title, tuple(due), expect, self.clock())
+        return await asyncio.to_thread(self.plans.save, plan, batch)
+
+    async def make(
+        self, worker: Worker, duty: DutySpec, ref: RunRef, due: Sequence[DueEscalation], plan: Path | None = None
+    ) -> list[EscalationRecord]:
+        """Make each escalation run `ref` owes, then drop its plan."""
+        made = [await self._escalate(worker, _Matter(duty.duty_id, duty.title), d, ref) for d in due]
+        if plan is not None and self.plans is not None:
+            await asyncio.to_thread(self.plans.remove, plan)
+        return made
+
+    async def recover(self) -> int:
+        """At start-up (after interrupted runs were marked): make what stopped processes' runs still owe."""
+        if self.plans is None:
+            return 0
+        made = 0
+        for path in await asyncio.to_thread(self.plans.all):
+            try:
+                made += await self._recover(path)
+            except Exception:  # one unreadable plan must not stop the others
+                log.exception("[Duties] escalation plan %s could not be recovered", path)
+        if made:
+            log.warning("[Duties] made the escalations of %d runs a stopped process had not made", made)
+        return made
+
+    async def _recover(self, path: Path) -> int:
+        assert self.plans is not None
+        plan = await asyncio.to_thread(self.plans.read, path)
+        run = await self.tasks.get_run(plan.ref)
+        if plan.expect is not None:
+            if not run.terminal:
+                return 0  # still settling in a live process
+            if run.state.value != plan.expect:  # stopped before it was recorded: it owes none of it
+                log.info("[Duties] run %s ended %s: its escalations are not due", plan.ref, run.state.value)
+                await asyncio.to_thread(self.plans.remove, path)
+                return 0
+        worker = self.workers(plan.ref.tenant_id, plan.ref.worker_id)
+        if worker is None:
+            log.error("[Duties] run %s owes escalations, but worker %s is not loaded; kept for the next start",
+                      plan.ref, plan.ref.worker_id)  # fmt: skip
+            return 0
+        for due in plan.due:
+            await self._escalate(worker, _Matter(plan.duty_id, plan.title), due, plan.ref)
+        await asyncio.to_thread(self.plans.remove, path)
+        return 1
+
+    # -- one escalation ---------------------------------------------------------------------------
 
     async def escalate(
         self, worker: Worker, duty: DutySpec, rule: EscalationRule, ref: RunRef, reason: str, detail: str, index: int
     ) -> EscalationRecord:
         """Carry out `rule` for run `ref` (`reason`: what happened; `detail`: the facts) and record it."""
-        key = escalation_key(ref, reason, index)
+        due = DueEscalation(rule, index, reason, detail)
+        return await self._escalate(worker, _Matter(duty.duty_id, duty.title), due, ref)
+
+    async def _escalate(self, worker: Worker, duty: _Matter, due: DueEscalation, ref: RunRef) -> EscalationRecord:
+        rule, reason, detail = due.rule, due.reason, due.detail
+        key = escalation_key(ref, reason, due.index)
         record = await self._carry_out(worker, duty, rule, ref, key, reason, detail)
         level = logging.ERROR if record.state == "failed" else logging.WARNING
         log.log(level, "[Duties] run %s escalated (%s) to %s: %s%s", ref, reason, rule.target, record.state,
@@ -68,7 +142,7 @@ class Escalations:
         return record
 
     async def _carry_out(
-        self, worker: Worker, duty: DutySpec, rule: EscalationRule, ref: RunRef, key: str, reason: str, detail: str
+        self, worker: Worker, duty: _Matter, rule: EscalationRule, ref: RunRef, key: str, reason: str, detail: str
     ) -> EscalationRecord:
         name = rule.target_name
         contact = None
@@ -96,7 +170,7 @@ class Escalations:
     async def _to_person(
         self,
         worker: Worker,
-        duty: DutySpec,
+        duty: _Matter,
         rule: EscalationRule,
         ref: RunRef,
         key: str,
@@ -126,7 +200,7 @@ class Escalations:
     async def _to_worker(
         self,
         worker: Worker,
-        duty: DutySpec,
+        duty: _Matter,
         rule: EscalationRule,
         ref: RunRef,
         key: str,

@@ -1,9 +1,11 @@
 """What happens to a duty run after its engine finished: the router's `settle` and `ended` steps.
 
-`settle` (the run is `evaluating`): the contract's checks (contract.py), recorded on the run, and,
-when the result may complete, its deliveries planned (delivery.py). `ended` (the run is recorded):
-the deliveries sent, and the escalations its outcome calls for (escalation.py). `sla_breached`
-is the scheduler's: an `sla_breached` event, a check on the run, and the escalation.
+`settle` (before the run is recorded): the contract's checks (contract.py), recorded on the run;
+when the result may complete, its deliveries planned (delivery.py); and the escalations its outcome
+will call for, planned (escalation_plans.py). `ended` (the run is recorded): the deliveries sent,
+and the escalations made. `sla_breached` is the scheduler's: an `sla_breached` event, a check on
+the run, and the escalation (planned, then made). Plans are on disk, so `connect` at the next start
+sends and makes what a stopped process owed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from genworker.autonomy.duties.contract import ContractChecks, duty_terms
 from genworker.autonomy.duties.delivery import DutyDelivery
 from genworker.autonomy.duties.escalation import Escalations
+from genworker.autonomy.duties.escalation_plans import DueEscalation, EscalationPlans
 from genworker.channels.outbound.outbox import Outbox
 from genworker.channels.registry import ChannelBinding
 from genworker.engine.base import RunResult
@@ -24,7 +27,7 @@ from genworker.events.models import Event
 from genworker.worker.contract_record import ContractCheck, EscalationRecord
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.router import RouteRequest, WorkerRouter
-from genworker.worker.task import RunRecord, RunRef, RunState, ToolCallRecord
+from genworker.worker.task import RunError, RunRecord, RunRef, RunState, ToolCallRecord
 from genworker.workspace.models.duty import DutySpec
 from genworker.workspace.models.duty_terms import EscalationRule
 from genworker.workspace.snapshot import Worker
@@ -75,6 +78,7 @@ class DutyOutcomes:
         self.delivery.outbox = self.escalations.outbox = outbox
         self.delivery.bindings = self.escalations.bindings = bindings
         await self.delivery.recover()
+        await self.escalations.recover()
 
     async def on_outbox(self, event: Event) -> None:
         """An outbox attempt settled: the delivery or escalation it carries follows on its run."""
@@ -105,47 +109,32 @@ class DutyOutcomes:
         """A completed engine result checked against the contract (the run waits in `evaluating`);
         the result the run is recorded with. Other results pass through."""
         terms = duty_terms(duty)
-        if result.status != "completed" or not (
+        checks: tuple[ContractCheck, ...] = ()
+        if result.status == "completed" and (
             terms.output_schema or terms.needs_evaluator or terms.audit.evidence or terms.delivery
         ):
-            return result
-        run = await self.tasks.evaluate(ref)
-        checked = await self.checks.check(duty, result, (*run.tool_calls, *tool_calls))
-        if checked.checks:
-            await self.tasks.record_checks(ref, checked.checks, checked.audit_refs)
-        if checked.result.status == "completed" and terms.delivery:
-            verdict = run.provenance.governance_decision
-            posture = verdict.posture if verdict is not None else ""
-            planned = self.delivery.plan(worker, duty, ref.run_id, checked.result.output, posture)
-            await self.delivery.save(ref, duty.duty_id, planned)
-        return checked.result
+            run = await self.tasks.evaluate(ref)
+            checked = await self.checks.check(duty, result, (*run.tool_calls, *tool_calls))
+            if checked.checks:
+                await self.tasks.record_checks(ref, checked.checks, checked.audit_refs)
+            if checked.result.status == "completed" and terms.delivery:
+                verdict = run.provenance.governance_decision
+                posture = verdict.posture if verdict is not None else ""
+                planned = self.delivery.plan(worker, duty, ref.run_id, checked.result.output, posture)
+                await self.delivery.save(ref, duty.duty_id, planned)
+            result, checks = checked.result, (*run.checks, *checked.checks)
+        state, error = _recorded_as(result)
+        if state is not None and terms.escalations:
+            await self.escalations.plan(ref, duty, _due(duty, state, error, checks), state.value)
+        return result
 
     async def ended(self, worker: Worker, duty: DutySpec, record: RunRecord) -> RunRecord:
         """The run is recorded: deliver its result, escalate what its outcome calls for."""
         record = await self.delivery.deliver(record.ref) or record
-        for rule, index, reason, detail in self._due(duty, record):
-            await self.escalations.escalate(worker, duty, rule, record.ref, reason, detail, index)
+        due = _due(duty, record.state, record.error, record.checks)
+        planned = self.escalations.plans.path(record.ref) if self.escalations.plans is not None else None
+        await self.escalations.make(worker, duty, record.ref, due, planned)
         return await self.tasks.get_run(record.ref) if record.terminal else record
-
-    def _due(self, duty: DutySpec, run: RunRecord) -> list[tuple[EscalationRule, int, str, str]]:
-        """The escalation rules the run's outcome meets: (rule, its index, reason, facts)."""
-        rules = duty_terms(duty).escalations
-        due: list[tuple[EscalationRule, int, str, str]] = []
-        if run.state in (RunState.FAILED, RunState.BUDGET_EXCEEDED):
-            code = run.error.code if run.error else ""
-            facts = f"The run ended {run.state.value}: {code} {run.error.message if run.error else ''}".strip()
-            wanted = {"failed", _FAILED_REASONS.get(code, "failed")}
-            due += [(r, i, r.kind, facts) for i, r in enumerate(rules) if r.kind in wanted]
-        if run.state is RunState.COMPLETED:
-            quality = next((c for c in run.checks if c.check == "quality"), None)
-            if quality is not None and quality.verdict == "failed":
-                due += [(r, i, r.kind, f"Quality criteria {quality.detail}") for i, r in enumerate(rules)
-                        if r.kind == "quality_failed"]  # fmt: skip
-            judged = next((c for c in run.checks if c.check == "escalation"), None)
-            holding = {item.name: item.note for item in judged.items if item.ok} if judged is not None else {}
-            due += [(r, i, "condition", f"{r.condition}: {holding[r.condition]}") for i, r in enumerate(rules)
-                    if r.kind == "judged" and r.condition in holding]  # fmt: skip
-        return due
 
     # -- the scheduler's -------------------------------------------------------------------------
 
@@ -181,8 +170,45 @@ class DutyOutcomes:
         if not rules:
             targets = dict.fromkeys(r.target for r in terms.escalations) or {"owner": None}
             rules = [(i, EscalationRule("sla_breached", t, "sla_breached")) for i, t in enumerate(targets)]
-        for index, rule in rules:
-            await self.escalations.escalate(worker, duty, rule, ref, f"sla_{breach.kind}", breach.describe(), index)
+        due = [DueEscalation(rule, index, f"sla_{breach.kind}", breach.describe()) for index, rule in rules]
+        plan = await self.escalations.plan(ref, duty, due, None, f"sla_{breach.kind}")
+        await self.escalations.make(worker, duty, ref, due, plan)
+
+
+def _recorded_as(result: RunResult) -> tuple[RunState | None, RunError | None]:
+    """The state (and error) the lifecycle records `result` with, where escalations follow from it."""
+    match result.status:
+        case "completed" | "condition_stopped":
+            return RunState.COMPLETED, None
+        case "failed":
+            return RunState.FAILED, RunError(result.error_code or "engine_failed", result.error)
+        case "max_turns_exceeded" | "budget_exceeded":
+            return RunState.BUDGET_EXCEEDED, RunError(result.status, result.error)
+        case _:
+            return None, None
+
+
+def _due(
+    duty: DutySpec, state: RunState, error: RunError | None, checks: Sequence[ContractCheck]
+) -> list[DueEscalation]:
+    """The escalation rules a run's outcome meets (its state, error and contract checks)."""
+    rules = duty_terms(duty).escalations
+    due: list[DueEscalation] = []
+    if state in (RunState.FAILED, RunState.BUDGET_EXCEEDED):
+        code = error.code if error else ""
+        facts = f"The run ended {state.value}: {code} {error.message if error else ''}".strip()
+        wanted = {"failed", _FAILED_REASONS.get(code, "failed")}
+        due += [DueEscalation(r, i, r.kind, facts) for i, r in enumerate(rules) if r.kind in wanted]
+    if state is RunState.COMPLETED:
+        quality = next((c for c in checks if c.check == "quality"), None)
+        if quality is not None and quality.verdict == "failed":
+            due += [DueEscalation(r, i, r.kind, f"Quality criteria {quality.detail}") for i, r in enumerate(rules)
+                    if r.kind == "quality_failed"]  # fmt: skip
+        judged = next((c for c in checks if c.check == "escalation"), None)
+        holding = {item.name: item.note for item in judged.items if item.ok} if judged is not None else {}
+        due += [DueEscalation(r, i, "condition", f"{r.condition}: {holding[r.condition]}") for i, r in enumerate(rules)
+                if r.kind == "judged" and r.condition in holding]  # fmt: skip
+    return due
 
 
 def build_duty_outcomes(
@@ -201,7 +227,7 @@ def build_duty_outcomes(
         tasks,
         ContractChecks(router.llm),
         DutyDelivery(router.registry.root, tasks),
-        Escalations(tasks, workers, route=route),
+        Escalations(tasks, workers, route=route, plans=EscalationPlans(router.registry.root)),
         bus,
     )
     if bus is not None:
