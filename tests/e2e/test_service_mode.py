@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,11 +20,13 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from slack_sdk.signature import SignatureVerifier
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
+from genworker.testing.channels import Handled
 from genworker.testing.live_server import LiveServer
 from genworker.testing.vendors import Vendor
 
@@ -50,8 +53,12 @@ service:
     triggers: [the user asks for a human, a refund over 100 EUR]
 """
 HELPDESK = """mode: service
+channels:
+  - {type: slack}
 service:
   anonymous_allowed: true
+  max_concurrent_sessions: 1
+  busy_message: All our agents are busy. Please write again in a few minutes.
   escalation: {enabled: true, target_worker: billing, triggers: [billing questions]}
 """
 
@@ -66,6 +73,7 @@ class Setup:
     url: str
     http: httpx.Client  # with the tenant's API key
     vendor: Vendor
+    handled: Handled  # the channel processor's outcomes
     tenant: str = "acme"
 
     def anonymous(self, worker_id: str, message: str, thread_id: str | None = None) -> httpx.Response:
@@ -76,6 +84,21 @@ class Setup:
         response = self.anonymous(worker_id, message, thread_id)
         assert response.status_code == 200, response.text
         return events(response.text)
+
+    def slack_dm(self, worker_id: str, text: str, ts: str) -> str:
+        """A signed Slack DM to the worker's Slack channel; its event id."""
+        event = {"type": "message", "user": "U_PEER", "text": text, "channel": "D1", "channel_type": "im", "ts": ts}
+        body = json.dumps({"type": "event_callback", "event_id": f"Ev{ts}", "event": event}).encode()
+        at = str(int(time.time()))
+        headers = {
+            "X-Slack-Request-Timestamp": at,
+            "X-Slack-Signature": SignatureVerifier("s" * 32).generate_signature(timestamp=at, body=body),
+            "Content-Type": "application/json",
+        }
+        url = f"{self.url}/api/v1/channel/{self.tenant}~{worker_id}~slack/webhook"
+        response = httpx.post(url, content=body, headers=headers, timeout=60)
+        assert response.status_code == 200, response.text
+        return f"D1:{ts}"
 
     def run(self, worker_id: str, run_id: str) -> dict[str, Any]:
         response = self.http.get(f"/api/v1/workers/{worker_id}/runs/{run_id}")
@@ -110,6 +133,7 @@ def setup(
                 f"{t}/workers/desk/CHANNEL_CREDENTIALS.json": json.dumps(creds),
                 f"{t}/workers/desk/knowledge/faq.md": FAQ,
                 f"{t}/workers/helpdesk/PERSONA.md": persona("helpdesk", "Helpdesk", HELPDESK),
+                f"{t}/workers/helpdesk/CHANNEL_CREDENTIALS.json": json.dumps(creds),
                 f"{t}/workers/billing/PERSONA.md": persona("billing", "Bill", "mode: team_member\n"),
                 f"{t}/workers/private/PERSONA.md": persona("private", "Private", "mode: service\n"),
                 f"{t}/workers/alice/PERSONA.md": persona("alice", "Alice"),
@@ -120,12 +144,15 @@ def setup(
         opened.append(lambda: vendor_live.__exit__(None, None, None))
         (tmp_path / "configs").mkdir(exist_ok=True)
         settings = scripted_env(model_server, GENWORKER_SLACK_API_BASE=vendor_live.url, **env)
-        live = LiveServer(create_app(load_settings(tmp_path / "configs", settings, workspace=workspace))).__enter__()
+        app = create_app(load_settings(tmp_path / "configs", settings, workspace=workspace))
+        live = LiveServer(app).__enter__()
         opened.append(lambda: live.__exit__(None, None, None))
+        handled = Handled()
+        app.state.runtime.channels.processor.listeners.append(handled)
         key = ApiKeyStore(workspace).create(tenant)[1]
         http = httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         opened.append(http.close)
-        return Setup(workspace, live.url, http, vendor, tenant)
+        return Setup(workspace, live.url, http, vendor, handled, tenant)
 
     yield start
     for close in reversed(opened):
@@ -185,6 +212,25 @@ def test_a_full_service_answers_a_new_conversation_politely(
     keyed = s.http.post("/api/v1/chat/stream", json={"worker_id": "desk", "message": "A colleague"})
     assert keyed.status_code == 429 and keyed.json()["error"]["code"] == "service_busy"
     assert answer(s.talk("desk", "Me again", one)) == "Still one."  # a live conversation goes on
+
+
+def test_a_full_service_answers_an_im_message_with_its_busy_text_and_runs_nothing(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Hello, how can I help?"))
+    s = setup()
+    s.talk("helpdesk", "First visitor")  # max_concurrent_sessions: 1
+    event_id = s.slack_dm("helpdesk", "Is anyone there?", "1700000000.000100")
+    assert s.handled.wait_for(event_id) == {event_id: "busy"}
+    [answered] = s.vendor.wait_for(POST, 1)
+    assert answered.body["channel"] == "D1"
+    assert answered.body["text"] == "All our agents are busy. Please write again in a few minutes."
+    busy = s.anonymous("helpdesk", "Another visitor")  # the HTTP route says the same
+    assert busy.status_code == 429 and busy.json()["error"]["message"] == answered.body["text"]
+    runs = s.http.get("/api/v1/workers/helpdesk/runs").json()["runs"]
+    assert len(runs) == 1 and len(model_server.requests) == 1  # the refused message made no run
+    journal = s.workspace / "tenants/acme/workers/helpdesk/runtime/channels/journal"
+    assert not any(journal.glob("**/*.json"))  # done: neither retried nor set aside
 
 
 def test_an_idle_conversation_expires_after_the_session_ttl(

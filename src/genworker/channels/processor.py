@@ -11,7 +11,9 @@ text) is recorded in the entry, then sent with the `ChannelReplier`.
 
 An entry is deleted once its answer is delivered. A message whose run a crash cut short is run
 again or answered with a notice (`interrupted.py`); an answer the vendor will not take stays in the
-journal and is re-sent on a backoff for days, then set aside for a person (`redelivery.py`).
+journal and is re-sent on a backoff for days, then set aside for a person (`redelivery.py`). A new
+conversation with a service worker that is full (`ServiceBusy`) ran nothing: the person gets the
+service's "busy, try again" sentence (outcome `busy`) and the entry is done, not run again later.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from genworker.channels.registry import ChannelRegistry
 from genworker.engine.events import ApprovalRequired, TextDelta
 from genworker.observability.metrics import CHANNEL_UNDELIVERED, GaugeSample, record_channel_redelivery
 from genworker.worker.router import RouteDone, RouteRequest, WorkerRouter
+from genworker.worker.service import ServiceBusy
 
 __all__ = ["FAILURE_TEXT", "ChannelProcessor", "Outcome", "approval_text", "session_thread_id"]
 
@@ -55,7 +58,7 @@ MAX_ATTEMPTS = 3  # runs started for one message before it is set aside
 OUTCOMES_KEPT = 1000
 FAILURE_TEXT = "Sorry, I could not finish that just now. Please try again in a moment."
 Outcome = Literal[
-    "replied", "command", "sensed", "ignored", "failed", "notified", "undelivered", "given_up", "deferred"
+    "replied", "command", "sensed", "ignored", "failed", "notified", "undelivered", "given_up", "deferred", "busy"
 ]
 _KEPT: frozenset[Outcome] = frozenset({"undelivered", "deferred"})  # the entry stays in the journal
 
@@ -79,7 +82,15 @@ class _Notice:
     run_id: str
 
 
-_Routed = str | None | _Later | _Notice
+@dataclass(frozen=True, slots=True)
+class _Busy:
+    """A full service refused the new conversation before any run was accepted: `text` asks the
+    person to try again."""
+
+    text: str
+
+
+_Routed = str | None | _Later | _Notice | _Busy
 
 
 class ChannelProcessor:
@@ -336,6 +347,8 @@ class ChannelProcessor:
             case _Notice(text=text, run_id=run_id):
                 entry = await asyncio.to_thread(self.journal.update, entry, run_id=run_id)
                 return await self._answer(entry, text, "notified")
+            case _Busy(text=text):
+                return await self._answer(entry, text, "busy")
             case str():
                 return await self._answer(entry, routed, "failed" if routed == FAILURE_TEXT else "replied")
 
@@ -415,8 +428,8 @@ class ChannelProcessor:
         )
         for _ in range(2):  # a second pass only after the key was freed from an interrupted run
             routed = await self._route(req, message, on_text)
-            if routed is None:
-                return FAILURE_TEXT
+            if routed is None or isinstance(routed, _Busy):
+                return routed or FAILURE_TEXT
             done, approval = routed
             if done.result.error_code != "duplicate":
                 return _final_text(done, approval)
@@ -427,7 +440,7 @@ class ChannelProcessor:
 
     async def _route(
         self, req: RouteRequest, message: ChannelMessage, on_text: Callable[[str], None] | None
-    ) -> tuple[RouteDone, ApprovalRequired | None] | None:
+    ) -> tuple[RouteDone, ApprovalRequired | None] | _Busy | None:
         assert self.router is not None and req.idempotency_key is not None
         approval: ApprovalRequired | None = None
         self._routing[req.idempotency_key] = message
@@ -439,6 +452,10 @@ class ChannelProcessor:
                     approval = event
                 elif isinstance(event, RouteDone):
                     return event, approval
+        except ServiceBusy as busy:  # refused before a run was accepted: nothing to retry
+            log.info("[Channels] %s on %s: %s is full; asked to try again", message.event_id, message.adapter_id,
+                     message.worker_id)  # fmt: skip
+            return _Busy(str(busy))
         except Exception:
             log.exception("[Channels] run for %s on %s failed", message.event_id, message.adapter_id)
         finally:

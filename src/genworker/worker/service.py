@@ -4,7 +4,8 @@ The router calls the ServiceDesk at four points; for any other worker each call 
 
 - `admit`, before a conversational request is accepted: a thread handed over to another worker goes
   to that worker; a new conversation is refused while the worker already has
-  `max_concurrent_sessions` live ones (`ServiceBusy`: HTTP 429 with Retry-After and a polite sentence).
+  `max_concurrent_sessions` live ones (`ServiceBusy`: HTTP 429 with Retry-After and a polite sentence,
+  `service.busy_message` when set; an IM message gets the same sentence as its answer).
 - `session_ttl`: a service thread's session expires after `session_ttl` idle seconds (a sliding
   expiry); a later message starts the thread over, without its history or hand-off.
 - `relay`, inside the thread's turn: a thread handed over to a person is not answered by the worker.
@@ -60,13 +61,11 @@ class ServiceBusy(RouteError):
 
     def __init__(self, worker: Worker, retry_after_s: int) -> None:
         name = worker.persona.identity.display_name
-        super().__init__(
-            "service_busy",
+        text = worker.persona.service.busy_message or (
             f"{name} is helping as many people as it can right now. Please try again in a few minutes "
-            f"(in about {retry_after_s} seconds a place should be free).",
-            429,
-            {"Retry-After": str(retry_after_s)},
+            f"(in about {retry_after_s} seconds a place should be free)."
         )
+        super().__init__("service_busy", text, 429, {"Retry-After": str(retry_after_s)})
 
 
 @dataclass(frozen=True, slots=True)

@@ -380,6 +380,7 @@ class ServiceConfig(Model):
     max_concurrent_sessions: int = Field(default=50, ge=1)  # upstream's default
     anonymous_allowed: bool = False  # upstream defaults to true: kept off (a service must opt in)
     escalation: ServiceEscalation = ServiceEscalation()
+    busy_message: str | None = Field(default=None, min_length=1)  # ours: the answer while the service is full
 
     @field_validator("knowledge_sources")
     @classmethod
