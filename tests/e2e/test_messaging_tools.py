@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -50,10 +51,7 @@ CONTACTS = """contacts:
     name: Eve
     identities: [{channel: email, handle: eve@partner.example}]
 """
-DUTY = (
-    "---\nduty_id: notify\ntitle: Tell Dana\ntriggers: [{id: m, type: manual}]\n---\n"
-    "Tell Dana the deploy is done.\n"
-)
+DUTY = "---\nduty_id: notify\ntitle: Tell Dana\ntriggers: [{id: m, type: manual}]\n---\nTell Dana the deploy is done.\n"
 EVIDENCE = {
     "confidence": 0.97,
     "evidence_sources": ["ci", "pagerduty"],
@@ -386,6 +384,9 @@ def test_email_tools_list_the_folders_and_find_mail(
     def finds_nothing_in_the_inbox(body: dict[str, Any]) -> None:
         assert tool_result(body) == "no messages in INBOX match"
 
+    def refused_by_the_server(body: dict[str, Any]) -> None:
+        assert re.search(r"IMAP 127\.0\.0\.1:\d+: mailbox 'Missing' cannot be opened", tool_result(body))
+
     model_server.expect(
         call("email_list_folders"),
         Reply("Folders listed.", check=sees_folders),
@@ -395,7 +396,10 @@ def test_email_tools_list_the_folders_and_find_mail(
         Reply("Nothing.", check=finds_nothing_in_the_inbox),
         call("email_search", call_id="c4", folder='Sup"port'),
         Reply("Bad.", check=lambda body: "use a name email_list_folders gives" in tool_result(body)),
+        call("email_search", call_id="c5", folder="Missing"),
+        Reply("No such folder.", check=refused_by_the_server),
     )
     s = setup()
-    for ask in ("Which folders?", "Find the invoice in Support.", "Any invoice in the inbox?", "Bad folder."):
+    asks = ("Which folders?", "Find the invoice in Support.", "Any invoice in the inbox?", "Bad folder.", "Missing.")
+    for ask in asks:
         assert s.chat(ask)[-1]["type"] == "RUN_FINISHED"

@@ -331,6 +331,20 @@ async def test_a_wrong_password_is_a_clear_error_without_the_password(build: Any
     assert "IMAP 127.0.0.1" in str(caught.value) and "wrong-password-value" not in str(caught.value)
 
 
+async def test_a_refused_folder_and_missing_credentials_are_clear_errors(build: Any) -> None:
+    root, binding, _ = build()
+    features = {**binding.channel.features, "folders": ["INBOX", "Missing"]}
+    channel = binding.channel.model_copy(update={"features": features})
+    missing = ChannelBinding(binding.adapter_id, "acme", "alice", "email", channel, binding.credentials)
+    refused = r"^acme~alice~email: IMAP 127\.0\.0\.1:\d+: mailbox 'Missing' cannot be opened"
+    with pytest.raises(EmailError, match=refused):
+        await EmailPoller(root, missing).poll(Collected())
+    creds = binding.credentials.model_copy(update={"worker_imap_host": None})  # type: ignore[union-attr]
+    unset = ChannelBinding(binding.adapter_id, "acme", "alice", "email", binding.channel, creds)
+    with pytest.raises(EmailError, match=r"^acme~alice~email: CHANNEL_CREDENTIALS.json has no email.worker_imap_host"):
+        EmailPoller(root, unset)
+
+
 async def test_polling_hands_mail_to_the_ingress_on_its_interval(build: Any, mail: Mailbox) -> None:
     root, _, channels = build()
     accepted: list[tuple[str, str]] = []

@@ -266,4 +266,15 @@ async def test_missing_credentials_degrade_at_start(tmp_path: Path) -> None:
     worker = write_worker(tmp_path, [{"source_type": "email", "filter": {"security": "plain"}}])
     run = SensorRunner(worker, MemoryInboxWriter(), workspace=tmp_path)
     status = run.status("email")
-    assert status.state == "degraded" and "worker_imap_host" in status.reason
+    assert status.state == "degraded"
+    assert status.reason == "CHANNEL_CREDENTIALS.json has no email.worker_imap_host for this worker"  # a config error
+
+
+async def test_a_folder_the_server_refuses_is_a_failed_poll_naming_it(
+    tmp_path: Path, mail: Mailbox, imap_port: int
+) -> None:
+    run = runner(tmp_path, MemoryInboxWriter(), imap_port, folders=["INBOX", "Missing"])
+    assert await run.poll_all() == {}
+    status = run.status("email")
+    assert status.state == "degraded" and status.consecutive_failures == 1
+    assert status.reason.startswith("mailbox 'Missing' cannot be opened: ")  # a poll error, not a crash

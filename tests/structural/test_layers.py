@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"write_journal", "observability"}),
     frozenset({"workspace"}),  # file models and loading
     frozenset({"auth", "events", "conversation"}),  # stores and the bus
-    frozenset({"llm"}),
+    frozenset({"llm", "mail"}),  # clients of outside services: LiteLLM, IMAP
     frozenset({"tools"}),
     frozenset({"memory"}),
     frozenset({"engine"}),
@@ -49,8 +49,6 @@ LAYERS: tuple[frozenset[str], ...] = (
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
         # tools -> autonomy / channels: builtin tools that belong above the runtime layers (#25)
-        ("tools.builtin.mailbox", "autonomy.sensing.email"),
-        ("tools.builtin.mailbox", "autonomy.sensing.errors"),
         ("tools.builtin.waiting", "autonomy.waiting.models"),
         ("tools.builtin.messaging", "channels.outbound.outbox"),
         ("tools.builtin.messaging", "channels.outbound.recipients"),
@@ -60,9 +58,7 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
         ("worker.handoff", "channels.outbound.recipients"),
         ("worker.handoff", "channels.registry"),
         ("worker.service", "channels.outbound.outbox"),
-        # channels -> autonomy (#26): an InboxWriter protocol and public IMAP helpers
-        ("channels.email", "autonomy.sensing.email"),
-        ("channels.email", "autonomy.sensing.errors"),
+        # channels -> autonomy (#26): an InboxWriter protocol
         ("channels.ingest", "autonomy.inbox"),
         ("channels.processor", "autonomy.inbox"),
     }

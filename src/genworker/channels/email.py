@@ -11,7 +11,7 @@ the channel lists `chat_ids`, only mail addressed to one of them is conversation
 
 `EmailClient` sends over SMTP. A reply keeps the thread: `In-Reply-To` is the received
 Message-ID and `References` its References plus that id. The IMAP code (login, select, UID
-search/fetch, parsing) is the email sensor's, imported from genworker.autonomy.sensing.email.
+search/fetch, parsing) is `genworker.mail.imap`, shared with the email sensor and the mailbox tools.
 """
 
 from __future__ import annotations
@@ -32,14 +32,23 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from genworker.autonomy.sensing.email import ImapAccount, _fetch, _header, _parse, _search, _select, open_imap
-from genworker.autonomy.sensing.errors import SensorConfigError, SensorPollError
 from genworker.channels.base import Attachment, ChannelMessage, OutboundMessage
 from genworker.channels.outbound.http import DeliveryError, RetryPolicy
 from genworker.channels.outbound.platform import Sent, Target
 from genworker.channels.outbound.text import chars
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
 from genworker.fsutil import file_lock, write_atomic
+from genworker.mail.errors import MailConfigError, MailServerError
+from genworker.mail.imap import (
+    BODY_ITEMS,
+    ImapAccount,
+    fetch_messages,
+    header_value,
+    open_imap,
+    parse_message,
+    search_uids,
+    select_folder,
+)
 from genworker.workspace.models.credentials import ChannelCredentials, EmailCredentials
 
 __all__ = ["CURSOR_SCHEMA_VERSION", "EmailClient", "EmailError", "EmailPoller", "EmailPolling", "Security"]
@@ -175,7 +184,7 @@ class EmailPoller:
                 ChannelCredentials(email=binding.credentials),
                 security if security in ("ssl", "starttls", "plain") else None,
             )
-        except SensorConfigError as exc:
+        except MailConfigError as exc:
             raise EmailError(f"{binding.adapter_id}: {exc}") from None
         folders = features.get("folders") or ["INBOX"]
         if not isinstance(folders, (list, tuple)) or not all(isinstance(f, str) and f for f in folders):
@@ -191,7 +200,7 @@ class EmailPoller:
         cursor = await asyncio.to_thread(self._read_cursor)
         try:
             found, baselines = await asyncio.to_thread(self._collect, cursor)
-        except (SensorPollError, imaplib.IMAP4.error, OSError) as exc:
+        except (MailServerError, imaplib.IMAP4.error, OSError) as exc:
             raise EmailError(
                 f"{self.binding.adapter_id}: IMAP {self.account.host}:{self.account.port}: {exc}"
             ) from None
@@ -246,8 +255,8 @@ class EmailPoller:
         imap = self.connect(self.account)
         try:
             for folder in self.folders:
-                uidvalidity = _select(imap, folder)
-                uids = _search(imap, "ALL")
+                uidvalidity = select_folder(imap, folder)
+                uids = search_uids(imap, "ALL")
                 stored = cursor.get(folder)
                 if stored is None or stored[0] != uidvalidity:
                     if stored is not None:
@@ -257,7 +266,7 @@ class EmailPoller:
                     baselines[folder] = (uidvalidity, max(uids, default=0))
                     continue
                 fresh = sorted(u for u in uids if u > stored[1])[: self.max_messages]
-                for message in _fetch(imap, fresh, "(UID BODY.PEEK[])"):
+                for message in fetch_messages(imap, fresh, BODY_ITEMS):
                     found.append(_Raw(folder, uidvalidity, message.uid, message.literal))
         finally:
             with contextlib.suppress(imaplib.IMAP4.error, OSError):
@@ -266,21 +275,21 @@ class EmailPoller:
 
     def _message(self, raw: _Raw) -> ChannelMessage | None:
         """The conversation message in `raw`, or None for mail that is not conversation."""
-        parsed = _parse(raw.raw)
-        name, sender = parseaddr(_header(parsed, "from") or "")
+        parsed = parse_message(raw.raw)
+        name, sender = parseaddr(header_value(parsed, "from") or "")
         sender = sender.lower()
-        auto = (_header(parsed, "auto-submitted") or "no").lower()
+        auto = (header_value(parsed, "auto-submitted") or "no").lower()
         if not sender or sender == self.credentials.worker_address.lower() or auto != "no":
             return None
-        recipients = {a.lower() for _, a in getaddresses([_header(parsed, h) or "" for h in ("to", "cc")])}
+        recipients = {a.lower() for _, a in getaddresses([header_value(parsed, h) or "" for h in ("to", "cc")])}
         routed = {c.lower() for c in self.binding.channel.chat_ids}
         if routed and not routed & recipients:
             return None
-        message_id = _header(parsed, "message-id")
-        references = (_header(parsed, "references") or "").split()
-        in_reply_to = _header(parsed, "in-reply-to")
+        message_id = header_value(parsed, "message-id")
+        references = (header_value(parsed, "references") or "").split()
+        in_reply_to = header_value(parsed, "in-reply-to")
         root = references[0] if references else in_reply_to or message_id
-        subject = _header(parsed, "subject") or ""
+        subject = header_value(parsed, "subject") or ""
         context = {"subject": subject, "from": sender}
         if message_id:
             context["message_id"] = message_id
@@ -363,7 +372,7 @@ def _text_of(message: EmailMessage, subject: str) -> str:
 
 
 def _received_at(message: EmailMessage) -> str:
-    date = _header(message, "date")
+    date = header_value(message, "date")
     try:
         when = parsedate_to_datetime(date) if date else None
     except (TypeError, ValueError):

@@ -7,7 +7,7 @@ filtered, routed by the sensor's routing_rules and written to the inbox before t
 
 from genworker.autonomy.sensing.base import Clock, Observation, PullSensor, utc_now
 from genworker.autonomy.sensing.cursors import CURSOR_SCHEMA_VERSION, Cursor, CursorStore
-from genworker.autonomy.sensing.email import EmailSensor, ImapAccount
+from genworker.autonomy.sensing.email import EmailSensor
 from genworker.autonomy.sensing.errors import CursorError, SensorConfigError, SensorError, SensorPollError
 from genworker.autonomy.sensing.factory import build_sensor, worker_dir
 from genworker.autonomy.sensing.facts import GOAL_PROPOSED, Emission, Fact, FactEmitter
@@ -41,7 +41,6 @@ __all__ = [
     "FactEmitter",
     "GitFilter",
     "GitSensor",
-    "ImapAccount",
     "Observation",
     "PullSensor",
     "SensorConfigError",

@@ -7,7 +7,7 @@ from pathlib import Path
 from genworker.autonomy.inbox import InboxWriter
 from genworker.autonomy.sensing.base import Clock, PullSensor, utc_now
 from genworker.autonomy.sensing.cursors import CursorStore
-from genworker.autonomy.sensing.email import EmailSensor, ImapAccount
+from genworker.autonomy.sensing.email import EmailSensor
 from genworker.autonomy.sensing.errors import SensorConfigError
 from genworker.autonomy.sensing.facts import FactEmitter
 from genworker.autonomy.sensing.filters import (
@@ -21,6 +21,8 @@ from genworker.autonomy.sensing.filters import (
 from genworker.autonomy.sensing.git import GitSensor
 from genworker.autonomy.sensing.workspace_file import WorkspaceFileSensor
 from genworker.ids import safe_join
+from genworker.mail.errors import MailConfigError
+from genworker.mail.imap import ImapAccount
 from genworker.workspace.models.persona import SensorConfig
 from genworker.workspace.snapshot import Worker
 
@@ -53,7 +55,10 @@ def build_sensor(
     if isinstance(sensor_filter, GitFilter):
         return GitSensor(config, emitter, cursors, clock, sensor_filter=sensor_filter, limit=tenant_folder)
     if isinstance(sensor_filter, EmailFilter):
-        account = ImapAccount.from_credentials(worker.credentials, sensor_filter.security)
+        try:
+            account = ImapAccount.from_credentials(worker.credentials, sensor_filter.security)
+        except MailConfigError as exc:
+            raise SensorConfigError(str(exc)) from None
         return EmailSensor(config, emitter, cursors, clock, sensor_filter=sensor_filter, account=account)
     assert isinstance(sensor_filter, WebhookFilter)
     return None

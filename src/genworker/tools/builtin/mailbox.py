@@ -17,17 +17,20 @@ from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-from genworker.autonomy.sensing.email import (
+from genworker.mail.errors import MailConfigError, MailServerError
+from genworker.mail.imap import (
+    BODY_ITEMS,
+    HEADER_ITEMS,
     ImapAccount,
     Security,
-    _fetch,
-    _header,
-    _parse,
-    _search,
-    _select,
+    fetch_messages,
+    header_value,
+    imap_date,
     open_imap,
+    parse_message,
+    search_uids,
+    select_folder,
 )
-from genworker.autonomy.sensing.errors import SensorConfigError, SensorPollError
 from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
 from genworker.tools.tool import FunctionTool, function_tool
@@ -38,9 +41,7 @@ __all__ = ["MAX_RESULTS", "MailboxError", "MailboxSlot", "account_of", "mailbox_
 MAX_RESULTS = 50
 MAX_BODY_BYTES = 1_048_576  # larger messages are listed without a snippet
 SNIPPET_CHARS = 300
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _LIST = re.compile(rb'^\((?P<flags>[^)]*)\) (?P<delim>"(?:[^"\\]|\\.)*"|NIL) (?P<name>.+)$')
-_HEADERS = "(UID INTERNALDATE RFC822.SIZE BODY.PEEK[HEADER])"
 
 Connect = Callable[[ImapAccount], imaplib.IMAP4]
 
@@ -73,7 +74,7 @@ def account_of(worker: Worker) -> ImapAccount:
                 break
     try:
         return ImapAccount.from_credentials(worker.credentials, security)
-    except SensorConfigError as exc:
+    except MailConfigError as exc:
         raise MailboxError(f"this worker has no mailbox to read: {exc}") from None
 
 
@@ -133,7 +134,7 @@ def _session(connect: Connect, account: ImapAccount, work: Callable[[imaplib.IMA
         raise MailboxError(f"{where}: {str(exc)[:300] or type(exc).__name__}") from None
     try:
         return work(imap)
-    except SensorPollError as exc:
+    except MailServerError as exc:
         raise MailboxError(f"{where}: {exc}") from None
     except (imaplib.IMAP4.error, OSError) as exc:
         raise MailboxError(f"{where}: {str(exc)[:300] or type(exc).__name__}") from None
@@ -192,7 +193,7 @@ def _criteria(query: str, sender: str | None, since: str | None) -> list[str]:
             day = date.fromisoformat(since.strip())
         except ValueError:
             raise MailboxError(f"since={since!r} must be a day as YYYY-MM-DD") from None
-        criteria += ["SINCE", f"{day.day}-{_MONTHS[day.month - 1]}-{day.year}"]
+        criteria += ["SINCE", imap_date(day)]
     return criteria or ["ALL"]
 
 
@@ -205,24 +206,24 @@ def _astring(value: str, name: str) -> str:
 
 
 def _search_folder(imap: imaplib.IMAP4, folder: str, criteria: list[str], limit: int) -> list[dict[str, Any]]:
-    _select(imap, folder)
-    uids = sorted(_search(imap, *criteria), reverse=True)[:limit]
-    messages = _fetch(imap, uids, _HEADERS)
+    select_folder(imap, folder)
+    uids = sorted(search_uids(imap, *criteria), reverse=True)[:limit]
+    messages = fetch_messages(imap, uids, HEADER_ITEMS)
     small = [m.uid for m in messages if m.size <= MAX_BODY_BYTES]
-    bodies = {m.uid: m.literal for m in _fetch(imap, small, "(UID BODY.PEEK[])")} if small else {}
+    bodies = {m.uid: m.literal for m in fetch_messages(imap, small, BODY_ITEMS)} if small else {}
     found = []
     for message in sorted(messages, key=lambda m: m.uid, reverse=True):
-        header = _parse(message.literal, headers_only=True)
+        header = parse_message(message.literal, headers_only=True)
         found.append(
             {
                 "uid": message.uid,
                 "folder": folder,
-                "message_id": _header(header, "message-id"),
-                "from": _header(header, "from"),
-                "to": _header(header, "to"),
-                "cc": _header(header, "cc"),
-                "subject": _header(header, "subject"),
-                "date": _header(header, "date"),
+                "message_id": header_value(header, "message-id"),
+                "from": header_value(header, "from"),
+                "to": header_value(header, "to"),
+                "cc": header_value(header, "cc"),
+                "subject": header_value(header, "subject"),
+                "date": header_value(header, "date"),
                 "received_at": message.internaldate.isoformat() if message.internaldate else None,
                 "snippet": _snippet(bodies.get(message.uid)),
             }
@@ -234,7 +235,7 @@ def _snippet(raw: bytes | None) -> str | None:
     if raw is None:
         return None
     try:
-        part = _parse(raw).get_body(preferencelist=("plain", "html"))
+        part = parse_message(raw).get_body(preferencelist=("plain", "html"))
         text = str(part.get_content()) if part is not None else ""
     except Exception:  # an undecodable body: the headers are still worth listing
         return None
