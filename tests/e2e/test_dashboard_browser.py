@@ -157,7 +157,7 @@ def test_log_in_see_the_demo_workers_and_approve_from_the_keyboard(
         log_in(page, server.url, key)
         expect(page.locator("#tenant")).to_have_text("Tenant demo")
         expect(page.get_by_label("Worker", exact=True)).to_have_value("assistant")
-        assert page.locator("#worker option").all_inner_texts() == ["analyst", "assistant"]
+        assert page.locator("#worker option").all_inner_texts() == ["analyst", "assistant", "helpdesk"]
         expect(block(page, "workers")).to_contain_text("Iris")
         expect(block(page, "workers")).to_contain_text("Milo")
         expect(block(page, "profile")).to_contain_text("Personal assistant to the CEO")

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from genworker.autonomy.duties.contract import duty_terms
+from genworker.autonomy.duties.delivery import Unreachable, recipients_for
+from genworker.channels.outbound.recipients import find_contact, owner_of
 from genworker.workspace.models import SkillLevel, StrategyMode, WorkerMode
+from genworker.workspace.models.duty import CollaborationTrigger
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 
@@ -32,7 +37,16 @@ EXPECTED = {
         "contacts": {"sam-ortiz", "li-wei"},
         "rules": {"cite-every-number"},
     },
+    "helpdesk": {
+        "mode": WorkerMode.SERVICE,
+        "duties": set(),
+        "goals": set(),
+        "own_skills": set(),
+        "contacts": {"maya-chen"},
+        "rules": {"no-patient-data"},
+    },
 }
+WITH_DUTIES = sorted(w for w, expected in EXPECTED.items() if expected["duties"])
 SYSTEM_SKILLS = {"general-chat", "summarize"}
 TENANT_SKILLS = {"acme-handbook"}
 
@@ -64,7 +78,7 @@ def test_loads_without_errors_or_warnings(registry: WorkspaceRegistry) -> None:
     issues = registry.issues()
     assert issues == [], "\n".join(str(i) for i in issues)
     summary = registry.summary()
-    assert (summary.tenants, summary.workers, summary.failed_workers) == (1, 2, 0)
+    assert (summary.tenants, summary.workers, summary.failed_workers) == (1, 3, 0)
 
 
 def test_tenant_settings_and_default_worker(registry: WorkspaceRegistry) -> None:
@@ -103,7 +117,7 @@ def test_duty_skill_references_resolve(registry: WorkspaceRegistry, worker_id: s
 
 
 def test_defaults_file_is_not_a_duty(registry: WorkspaceRegistry, demo: Path) -> None:
-    for worker_id in EXPECTED:
+    for worker_id in WITH_DUTIES:
         loaded = worker(registry, worker_id)
         assert (demo / "workers" / worker_id / "duties" / "_defaults.md").is_file()
         assert "_defaults" not in loaded.duties
@@ -218,3 +232,87 @@ def test_no_secrets_or_runtime_state_in_the_demo(demo_workspace_src: Path) -> No
 
 def test_credentials_example_is_not_loaded(registry: WorkspaceRegistry) -> None:
     assert worker(registry, "assistant").credentials is None
+
+
+def test_duty_results_go_to_a_folder_and_to_people_declared_for_when_credentials_exist(
+    registry: WorkspaceRegistry,
+) -> None:
+    brief = worker(registry, "assistant").duties["morning-brief"]
+    assert [t.describe() for t in brief.delivery] == ["folder briefs"]  # seen without any set-up
+    analyst = worker(registry, "analyst")
+    review = analyst.duties["weekly-metrics-review"]
+    assert [(t.describe(), t.format) for t in review.delivery] == [
+        ("folder reports", "text"),
+        ("chat slack:C0DEMOMETRICS", "card"),
+        ("contact sam-ortiz (email)", "file"),
+    ]
+    # as shipped (no CHANNEL_CREDENTIALS.json) the two people's destinations say why they cannot go
+    for target, why in zip(
+        review.delivery[1:],
+        ["chat 'slack:C0DEMOMETRICS' is not bound", "Sam Ortiz has no identity on email the worker can send to"],
+        strict=True,
+    ):
+        with pytest.raises(Unreachable, match=re.escape(why)):
+            recipients_for(analyst, [], target)
+
+
+def test_contracts_state_schema_sla_escalation_and_quality(registry: WorkspaceRegistry) -> None:
+    for worker_id, duty_id, target in (("assistant", "inbox-triage", "dana-kim"),
+                                       ("analyst", "weekly-metrics-review", "sam-ortiz")):  # fmt: skip
+        loaded = worker(registry, worker_id)
+        terms = duty_terms(loaded.duties[duty_id])
+        assert terms.output_schema["type"] == "string", duty_id
+        assert terms.sla.completion_s is not None and terms.sla.on_timeout == "escalate", duty_id
+        assert target in {r.target for r in terms.escalations} and target in loaded.contacts, duty_id
+        assert terms.quality_criteria and terms.audit.evidence, duty_id
+
+
+def test_open_goal_tasks_bound_to_a_duty_state_success_criteria(registry: WorkspaceRegistry) -> None:
+    for worker_id in WITH_DUTIES:
+        for goal in worker(registry, worker_id).goals.values():
+            assert goal.success_criteria, goal.goal_id
+            open_bound = [t for t in goal.tasks() if t.duty_id and t.status not in ("done", "cancelled")]
+            assert open_bound, goal.goal_id
+            assert all(t.success_criteria for t in open_bound), [t.id for t in open_bound if not t.success_criteria]
+
+
+def test_each_worker_reports_to_a_contact_reachable_in_their_order(registry: WorkspaceRegistry) -> None:
+    owners = {w: owner_of(worker(registry, w)) for w in EXPECTED}
+    assert {w: o.person_id if o else None for w, o in owners.items()} == {
+        "assistant": "dana-kim",
+        "analyst": "sam-ortiz",
+        "helpdesk": "maya-chen",
+    }
+    dana = owners["assistant"]
+    assert dana is not None and [i.channel for i in dana.identities] == ["slack", "feishu", "email"]
+    policy = worker(registry, "assistant").persona.policy
+    assert policy.interruption_budget_per_day == 3
+    assert policy.quiet_hours is not None and policy.quiet_hours.timezone == "America/New_York"
+
+
+def test_the_helpdesk_is_a_public_service_that_hands_over_to_a_person(registry: WorkspaceRegistry, demo: Path) -> None:
+    helpdesk = worker(registry, "helpdesk")
+    service = helpdesk.persona.service
+    assert (service.anonymous_allowed, service.session_ttl, service.max_concurrent_sessions) == (True, 1800, 20)
+    [source] = service.knowledge_sources
+    articles = sorted(p.name for p in (demo / "workers/helpdesk" / source["path"]).glob("*.md"))
+    assert articles == ["account-and-billing.md", "booking-and-reminders.md"]
+    escalation = service.escalation
+    assert escalation.enabled and escalation.target_worker is None and escalation.triggers
+    assert escalation.contact is not None and find_contact(helpdesk, escalation.contact) is not None
+    # a public desk: it may hand a conversation over and nothing else, and its prompt lists no contacts
+    policy = helpdesk.persona.tool_policy
+    assert (policy.mode, policy.allowed_tools) == ("whitelist", ("escalate_conversation",))
+    assert helpdesk.persona.contact_settings.context_limit == 0
+
+
+def test_iris_may_delegate_to_milo_and_milo_may_delegate_to_nobody(registry: WorkspaceRegistry) -> None:
+    delegate = {"delegate_to_worker", "spawn_task", "spawn_subagents"}
+    iris = worker(registry, "assistant").persona.tool_policy
+    assert iris.mode == "blacklist" and not delegate & set(iris.denied_tools)
+    for worker_id in ("analyst", "helpdesk"):
+        policy = worker(registry, worker_id).persona.tool_policy
+        assert policy.mode == "whitelist" and not delegate & set(policy.allowed_tools), worker_id
+    [accepts] = [t for t in worker(registry, "analyst").duties["data-request"].triggers if t.type == "collaboration"]
+    assert isinstance(accepts, CollaborationTrigger)
+    assert (accepts.from_workers, accepts.request_type) == (("assistant",), "data_request")

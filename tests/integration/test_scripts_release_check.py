@@ -33,7 +33,7 @@ def test_demo_and_compat_steps_pass(demo_workspace: Path) -> None:
     result = release_check("--only", "demo,compat", demo=demo_workspace)
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "== demo" and lines[1].startswith("OK: 1 tenant, 2 workers")
+    assert lines[0] == "== demo" and lines[1].startswith("OK: 1 tenant, 3 workers")
     compat = [line for line in lines if line.startswith("tests/fixtures/compat/")]
     assert [line.split(":")[0] for line in compat] == [
         "tests/fixtures/compat/seed_style",
