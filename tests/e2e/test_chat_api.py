@@ -142,9 +142,9 @@ def test_an_internal_error_ends_the_stream_in_run_error_and_fails_the_run(
     """A bug in the router once the stream started (here in context assembly): the stream still ends
     well-formed, in RUN_ERROR with an error id and nothing of the error's text, and the run record
     says it failed (it does not stay `running` until a restart)."""
-    from genworker.worker import router
+    from genworker.worker import preparation
 
-    monkeypatch.setattr(router, "build_managed_context", a_bug)
+    monkeypatch.setattr(preparation, "build_managed_context", a_bug)
     api_key = key(workspace, "acme")
     with serve(tmp_path, workspace, model_server) as server:
         events = chat(server, api_key, {"worker_id": "alice", "message": "hello"})

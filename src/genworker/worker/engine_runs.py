@@ -14,7 +14,7 @@ from genworker.worker.lifecycle import RunNotFound, TaskLifecycle
 from genworker.worker.task import RunRef, RunState
 
 if TYPE_CHECKING:
-    from genworker.worker.router import RouteRequest
+    from genworker.worker.routing import RouteRequest
 
 __all__ = ["CheckpointStores", "NotContinuable", "RunEngineState", "checkpoint_stores", "continuation_request"]
 
@@ -81,7 +81,7 @@ async def continuation_request(tasks: TaskLifecycle, ref: RunRef) -> RouteReques
     the same task and skill, routed again with the run's plan or graph thread (`Continuation`). Its
     idempotency key makes one continuation per interrupted run. NotContinuable says why not."""
     from genworker.engine.base import Continuation
-    from genworker.worker.router import RouteRequest
+    from genworker.worker.routing import RouteRequest
 
     run = await tasks.get_run(ref)
     if run.state is not RunState.INTERRUPTED:

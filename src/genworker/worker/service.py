@@ -37,7 +37,7 @@ from genworker.memory.models import MemoryItem
 from genworker.tools.builtin.messaging import MessagingSlot
 from genworker.worker.knowledge import KnowledgeSearch
 from genworker.worker.lifecycle import TaskLifecycle
-from genworker.worker.router import RouteDone, RouteError, RouteRequest, RouterEvent
+from genworker.worker.routing import RouteDone, RouteError, RouteRequest, RouterEvent
 from genworker.worker.task import GovernanceVerdict, RunRef, TaskManifest, TaskProvenance
 from genworker.workspace.models.persona import WorkerMode
 from genworker.workspace.registry import WorkspaceRegistry
