@@ -349,3 +349,31 @@ def test_with_redis_sessions_a_full_service_and_an_idle_conversation_behave_the_
             keys = list(r.scan_iter(match=f"*{tenant}*"))
             if keys:
                 r.delete(*keys)
+
+
+@pytest.mark.redis
+def test_with_redis_the_anonymous_rate_limit_holds_across_two_servers(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer, redis_url: str
+) -> None:
+    """Two servers (two runtimes on one workspace and one Redis, as behind a load balancer) share one
+    window: two messages a minute from the address, wherever they land."""
+    import redis
+
+    tenant = f"t{uuid.uuid4().hex[:12]}"
+    model_server.expect(Reply("One."), Reply("Two."))
+    env = {"REDIS_URL": redis_url, "GENWORKER_PROFILE": "shared", "GENWORKER_SERVICE_ANON_PER_MINUTE": "2"}
+    try:
+        first, second = setup(tenant, **env), setup(tenant, **env)
+        thread = first.talk("desk", "Hi")[0]["threadId"]
+        assert answer(second.talk("desk", "Still there?", thread)) == "Two."
+        for server in (first, second):
+            refused = server.anonymous("desk", "And now?", thread)
+            assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited", refused.text
+            assert 1 <= int(refused.headers["Retry-After"]) <= 60
+        with redis.Redis.from_url(redis_url) as r:
+            assert [k.decode() for k in r.scan_iter(match=f"gw:ratelimit:service-client:{tenant}|*")]
+    finally:
+        with redis.Redis.from_url(redis_url) as r:
+            keys = list(r.scan_iter(match=f"*{tenant}*"))
+            if keys:
+                r.delete(*keys)

@@ -46,3 +46,36 @@ def test_a_limit_needs_a_positive_size_and_window() -> None:
         RateLimiter(0, 60)
     with pytest.raises(ValueError, match="window_s > 0"):
         RateLimiter(1, 0)
+
+
+@pytest.mark.redis
+def test_in_redis_two_processes_share_one_limit_and_a_lost_redis_counts_here(
+    redis_url: str, redis_prefix: str
+) -> None:
+    """Two limiters on their own clients (as two processes have) count one window: of 20 concurrent
+    hits, exactly `limit` pass."""
+    import asyncio
+
+    from redis import asyncio as aioredis
+
+    from genworker.api.ratelimit import RedisRateLimiter
+
+    async def scenario() -> tuple[list[int | None], list[int | None], int | None]:
+        clients = [aioredis.Redis.from_url(redis_url) for _ in range(2)]
+        try:
+            a, b = (RedisRateLimiter(c, "anon", 5, 60, prefix=redis_prefix) for c in clients)
+            hits = await asyncio.gather(*(limiter.check(("acme", "desk")) for _ in range(10) for limiter in (a, b)))
+            other = await asyncio.gather(a.check(("acme", "other")), b.check(("acme", "other")))
+            clients.append(aioredis.Redis.from_url("redis://127.0.0.1:1/0"))  # nothing listens there
+            gone = RedisRateLimiter(clients[-1], "anon", 1, 60)
+            await gone.check(("x",))
+            return list(hits), list(other), await gone.check(("x",))
+        finally:
+            for client in clients:
+                await client.aclose()
+
+    hits, other, unreachable = asyncio.run(scenario())
+    assert hits.count(None) == 5
+    assert all(wait is not None and 1 <= wait <= 60 for wait in hits if wait is not None)
+    assert other == [None, None]  # each key counts alone
+    assert unreachable == 60  # no Redis: the limit still holds, in this process

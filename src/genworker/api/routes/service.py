@@ -25,7 +25,7 @@ from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, ErrorBody, error_responses
 from genworker.api.params import TenantId, ThreadId, WorkerId
-from genworker.api.ratelimit import RateLimiter
+from genworker.api.ratelimit import Limiter, per_client_and_worker
 from genworker.api.routes.chat import ProtocolQuery, _stream
 from genworker.api.runs import router_of, start_run
 from genworker.auth import Principal
@@ -55,13 +55,13 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 Auth = Annotated[Principal, Depends(require_principal)]
 
 
-def _limiters(request: Request, runtime: Runtime) -> tuple[RateLimiter, RateLimiter]:
-    limiters: tuple[RateLimiter, RateLimiter] | None = getattr(request.app.state, "service_limiters", None)
+def _limiters(request: Request, runtime: Runtime) -> tuple[Limiter, Limiter]:
+    limiters: tuple[Limiter, Limiter] | None = getattr(request.app.state, "service_limiters", None)
     if limiters is None:
         number = runtime.settings.number
         per_client = int(number("GENWORKER_SERVICE_ANON_PER_MINUTE", 10, 1, 10_000))
         per_worker = int(number("GENWORKER_SERVICE_ANON_WORKER_PER_MINUTE", 120, 1, 1_000_000))
-        limiters = request.app.state.service_limiters = (RateLimiter(per_client, 60), RateLimiter(per_worker, 60))
+        limiters = request.app.state.service_limiters = per_client_and_worker(runtime.aredis, per_client, per_worker)
     return limiters
 
 
@@ -96,7 +96,7 @@ async def anonymous_chat(
         )
     per_client, per_worker = _limiters(request, runtime)
     client = request.client.host if request.client is not None else "unknown"
-    wait = per_client.hit((tenant_id, worker_id, client)) or per_worker.hit((tenant_id, worker_id))
+    wait = await per_client.check((tenant_id, worker_id, client)) or await per_worker.check((tenant_id, worker_id))
     if wait is not None:
         raise ApiError(
             429,
