@@ -11,14 +11,15 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from genworker import __version__, cli_chat, cli_keys, cli_local, cli_output, cli_remote, cli_replies
 from genworker.cli_http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
-from genworker.workspace.documents import explaining
-from genworker.workspace.errors import Issue
-from genworker.workspace.registry import WorkspaceRegistry
+
+if TYPE_CHECKING:
+    from genworker.workspace.errors import Issue
 
 __all__ = ["main"]
 
@@ -88,8 +89,11 @@ def _check(args: argparse.Namespace) -> int:
     if not settings.workspace.is_dir():
         print(f"genworker: workspace folder {settings.workspace} does not exist", file=sys.stderr)
         return 1
-    from genworker.autonomy.sensing.filters import filter_issues  # the sensors stack: only check needs it
+    # Each command imports what it needs when it runs: `genworker run` answers /health sooner.
+    from genworker.autonomy.sensing.filters import filter_issues
     from genworker.channels.longconn.check import longconn_issues
+    from genworker.workspace.documents import explaining
+    from genworker.workspace.registry import WorkspaceRegistry
 
     registry = WorkspaceRegistry.from_settings(settings)
     with explaining() if args.explain else nullcontext():

@@ -13,12 +13,13 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-import httpx
-
 from genworker.observability.logging import redact_text
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["DEFAULT_URL", "CliError", "Remote", "add_remote_arguments", "remote_from_args", "worker_path"]
 
@@ -78,6 +79,8 @@ class Remote:
         params: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> Any:
+        import httpx  # here, not with the module: `genworker run` never needs it
+
         clean = {k: v for k, v in (params or {}).items() if v is not None}
         try:
             response = httpx.request(
@@ -102,6 +105,8 @@ class Remote:
     @contextmanager
     def events(self, path: str, body: Any) -> Iterator[tuple[Mapping[str, str], Iterator[dict[str, Any]]]]:
         """POST `body` and read the answer as SSE: (response headers, the decoded `data:` objects)."""
+        import httpx
+
         try:
             with httpx.stream(
                 "POST",
@@ -118,6 +123,8 @@ class Remote:
             raise self._unreachable(exc) from None
 
     def _unreachable(self, exc: httpx.HTTPError) -> CliError:
+        import httpx
+
         if isinstance(exc, httpx.TimeoutException):
             return CliError(f"{self.url}: no answer within {self.timeout:g} s (raise --timeout)")
         if isinstance(exc, httpx.ConnectError):

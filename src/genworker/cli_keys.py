@@ -10,11 +10,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from genworker.auth import KEY_FILE, ApiKeyInfo, ApiKeyStore, AuthError, UnknownKeyError
-from genworker.auth.keys import parse_key
 from genworker.cli_output import timestamp
 from genworker.settings import load_settings
+
+if TYPE_CHECKING:
+    from genworker.auth import ApiKeyInfo, ApiKeyStore
 
 __all__ = ["register"]
 
@@ -47,6 +49,8 @@ def _common(parser: argparse.ArgumentParser, *, tenant_required: bool = True) ->
 
 
 def _store(args: argparse.Namespace) -> ApiKeyStore:
+    from genworker.auth import ApiKeyStore  # imported by the command that runs: `genworker run` starts sooner
+
     if args.workspace is not None:
         return ApiKeyStore(args.workspace)
     return ApiKeyStore(load_settings().workspace)
@@ -58,6 +62,8 @@ def _fail(exc: Exception) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
+    from genworker.auth import AuthError
+
     workers = None if args.workers is None else [w.strip() for w in args.workers.split(",") if w.strip()]
     try:
         key_id, plaintext = _store(args).create(args.tenant, workers, args.label)
@@ -70,6 +76,9 @@ def _create(args: argparse.Namespace) -> int:
 
 
 def _revoke(args: argparse.Namespace) -> int:
+    from genworker.auth import AuthError
+    from genworker.auth.keys import parse_key
+
     parsed = parse_key(args.key_id)
     key_id = parsed[0] if parsed else args.key_id
     store = _store(args)
@@ -83,6 +92,8 @@ def _revoke(args: argparse.Namespace) -> int:
 
 def _owner(store: ApiKeyStore, key_id: str) -> str:
     """The tenant whose key file has `key_id` (create keeps key ids unique across tenants)."""
+    from genworker.auth import KEY_FILE, AuthError, UnknownKeyError
+
     tenants = store.root / "tenants"
     owners, unreadable = [], []
     for folder in sorted(tenants.iterdir()) if tenants.is_dir() else ():
@@ -105,6 +116,8 @@ def _owner(store: ApiKeyStore, key_id: str) -> str:
 
 
 def _list(args: argparse.Namespace) -> int:
+    from genworker.auth import AuthError
+
     try:
         keys = _store(args).list(args.tenant)
     except AuthError as exc:

@@ -7,13 +7,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from genworker.cli_http import CliError
 from genworker.cli_output import Progress, progress_enabled
 from genworker.ids import InvalidIdError, validate_id
 from genworker.settings import Settings, load_settings
-from genworker.workspace.registry import Summary, WorkspaceRegistry
-from genworker.workspace.scan import Collector, Scope
+
+if TYPE_CHECKING:
+    from genworker.workspace.registry import Summary, WorkspaceRegistry
 
 __all__ = ["add_progress_arguments", "load_with_progress", "register"]
 
@@ -112,6 +114,8 @@ def load_with_progress(registry: WorkspaceRegistry, enabled: bool) -> Summary:
     A tree whose tenant folders the plain load would refuse (bad ids, escaping symlinks) or
     that has no tenants/ folder is loaded by `load_all` itself, which reports those issues.
     """
+    from genworker.workspace.scan import Collector, Scope
+
     if not enabled:
         return registry.load_all()
     tenants_dir = registry.root / "tenants"
