@@ -1,7 +1,9 @@
-"""`genworker run`: listen on the port first, then start the runtime and serve it with uvicorn.
+"""`genworker run`: listen on the port first, answer /health at once, start the runtime in the
+background (cli_startup.py) and serve it with uvicorn once it has started.
 
 A taken port fails before anything runs: no scheduler, sensor or duty run touches a workspace
-that another process may be serving. A SIGTERM stops the server gracefully and exits 0.
+that another process may be serving. A SIGTERM stops the server gracefully and exits 0; a runtime
+that fails to start ends the process with status 3.
 """
 
 from __future__ import annotations
@@ -49,33 +51,51 @@ def listen(host: str, port: int) -> list[socket.socket]:
 
 
 def serve(settings: Settings) -> int:
+    wait_s = settings.number("GENWORKER_STARTUP_WAIT_S", 30, 0, 3600)
     listeners = listen(settings.http_host, settings.http_port)
-    # Importing the model stack and loading the workspace make hundreds of thousands of objects and
+    # Importing the application and loading the workspace make hundreds of thousands of objects and
     # almost no garbage, and full collections over that growing heap took 1-2 s of a 7-9 s start on
     # 2 cores. The collector stays off until the runtime has started (create_app's freeze_gc
     # collects once, freezes what start-up made, and turns it back on).
     gc.disable()
     import uvicorn
 
-    from genworker.api.app import create_app
+    from genworker.cli_startup import RuntimeStart, StartingApp
+
+    starting = StartingApp(wait_s)
+
+    def running() -> None:  # the line uvicorn writes for sockets it binds itself
+        for sock in listeners:
+            logging.getLogger("uvicorn.error").info("Uvicorn running on %s (Press CTRL+C to quit)", _url(sock))
+
+    runtime = RuntimeStart(settings, starting, on_started=running)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)
-            for sock in listeners if self.started else ():  # uvicorn says this only for sockets it binds
-                host, port = sock.getsockname()[:2]
-                logging.getLogger("uvicorn.error").info(
-                    "Uvicorn running on http://%s:%d (Press CTRL+C to quit)",
-                    f"[{host}]" if ":" in host else host,
-                    port,
+            if self.started:
+                where = ", ".join(_url(sock) for sock in listeners)
+                logging.getLogger("genworker.runtime").info(
+                    "Listening on %s: /health answers now, /readiness says 503 until the runtime has started",
+                    where,
                 )
+                runtime.begin()
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            starting.stop()  # requests still waiting for the runtime are answered 503
+            await super().shutdown(sockets)
+            await runtime.stop()
+
+        async def on_tick(self, counter: int) -> bool:
+            return await super().on_tick(counter) or bool(starting.failure)
 
     config = uvicorn.Config(
-        create_app(settings, freeze_gc=True),
+        starting,
         host=settings.http_host,
         port=settings.http_port,
         log_level=settings.log_level.lower(),
         log_config=None,  # keep configure_logging's handler (JSON lines with GENWORKER_LOG_FORMAT=json)
+        lifespan="off",  # the application's own lifespan runs once it has loaded (RuntimeStart)
     )
     server = Server(config)
 
@@ -92,4 +112,9 @@ def serve(settings: Settings) -> int:
     finally:
         for sock in listeners:
             sock.close()
-    return 0 if server.started else STARTUP_FAILURE
+    return 0 if server.started and not starting.failure else STARTUP_FAILURE
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}"
