@@ -69,7 +69,7 @@ def test_check_says_ok_with_no_warning(demo_workspace: Path, capsys: pytest.Capt
     report = json.loads(capsys.readouterr().out)
     assert (report["ok"], report["issues"]) == (True, [])
     assert main(["check", "--workspace", str(demo_workspace)]) == 0
-    assert capsys.readouterr().out == "OK: 1 tenant, 3 workers, 5 duties, 2 goals, 9 skills\n"
+    assert capsys.readouterr().out == "OK: 1 tenant, 3 workers, 5 duties, 2 goals, 10 skills\n"
 
 
 def test_every_tool_a_demo_skill_names_exists(demo_workspace: Path) -> None:
@@ -341,6 +341,10 @@ def test_the_server_starts_without_a_warning_and_every_duty_runs(
 POST = "/chat.postMessage"
 SLACK = {"slack": {"bot_token": "xoxb-demo-test", "signing_secret": "s" * 32}}
 OUTAGE = "Nobody at Bayview can see today's appointments since 8am, the calendar page stays empty."
+HANDOVER = {
+    "reason": "an outage: appointments do not load for the whole clinic",
+    "summary": "Bayview Family Practice: the calendar page is empty since 08:00.",
+}
 
 
 @pytest.fixture
@@ -378,8 +382,8 @@ def test_with_slack_credentials_results_and_escalations_reach_people(
         Reply(ATTENTION),  # Iris's heartbeat
         Hang(),  # inbox-triage: still going when its SLA ends
         # helpdesk: an anonymous visitor, handed to Maya
-        call("escalate_conversation", reason="an outage: appointments do not load for the whole clinic",
-             summary="Bayview Family Practice: the calendar page is empty since 08:00."),
+        Reply(tool_calls=(ToolCallReply("escalate_conversation", HANDOVER, "c1"),),
+              check=sees("# Clinic support", "[knowledge] Booking and reminders", "status.acme.example")),
         Reply("I am passing you to our support team now.",
               check=tool_said("Handed over to Maya Chen (a person)")),
     )  # fmt: skip

@@ -41,7 +41,7 @@ EXPECTED = {
         "mode": WorkerMode.SERVICE,
         "duties": set(),
         "goals": set(),
-        "own_skills": set(),
+        "own_skills": {"clinic-support"},
         "contacts": {"maya-chen"},
         "rules": {"no-patient-data"},
     },
