@@ -60,6 +60,7 @@ _MEANINGS = {
     413: "the body is too large",
     415: "an unsupported Content-Type",
     422: "a parameter, header or body field is invalid: `fields` names each (`loc`, `message`, `type`)",
+    429: "too many requests (`rate_limited`), or a service worker is full (`service_busy`): retry after `Retry-After`",
     500: "an internal error: the message carries an error id the log has the traceback for",
     502: "the run failed upstream (the model provider)",
     503: "the component this needs is not configured or not available on this server",

@@ -5,10 +5,12 @@ added here, once, so it cannot drift from the code.
   the body is not UTF-8 JSON;
 - an operation that takes a tenant API key (its security, declared by `require_principal`) answers
   401 without one, and, when it changes state, 403 for a dashboard session without its CSRF header;
-- every 422 (FastAPI's own validation answer included) is the API's error model, not FastAPI's.
+- every 422 (FastAPI's own validation answer included) is the API's error model, not FastAPI's;
+- every 429 carries `Retry-After` (whole seconds), as api/ratelimit.py and ServiceBusy send it.
 
-Errors particular to a route (404 unknown item, 409, 503 ...) are declared on the route with
-`error_responses` (api/errors.py).
+Errors particular to a route (404 unknown item, 409, 429, 503 ...) are declared on the route with
+`error_responses` (api/errors.py); tests/structural/test_api_statuses.py checks that each status a
+route's code can answer is declared.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ __all__ = ["install_openapi"]
 
 _SAFE_METHODS: Final = frozenset({"get", "head", "options"})
 _REF: Final = "#/components/schemas/{model}"
+_RETRY_AFTER: Final = {
+    "Retry-After": {
+        "description": "whole seconds to wait before trying again",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    }
+}
 
 
 def install_openapi(app: FastAPI) -> None:
@@ -57,6 +66,8 @@ def _complete(schema: dict[str, Any]) -> None:
             responses = operation.setdefault("responses", {})
             if "422" in responses:
                 statuses.append(422)
+            if "429" in responses:
+                responses["429"]["headers"] = {**responses["429"].get("headers", {}), **_RETRY_AFTER}
             for status, declared in error_responses(*statuses).items():
                 own = responses.get(str(status), {}).get("description")  # a route's own words stay
                 responses[str(status)] = {

@@ -13,7 +13,7 @@ from sse_starlette import EventSourceResponse
 from genworker.api.auth import principal_worker, require_principal
 from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
-from genworker.api.errors import ApiError, error_responses
+from genworker.api.errors import ApiError, ErrorBody, error_responses
 from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
 from genworker.api.params import THREAD_ID_PATTERN, ThreadId
 from genworker.api.runs import RunHandle, router_of, start_run
@@ -82,7 +82,16 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 ProtocolQuery = Annotated[Protocol, Query(description="ag-ui (default) or legacy")]
 
 
-@router.post("/chat/stream", response_class=EventSourceResponse, summary="Chat with a worker (SSE)", responses=_ROUTED)
+_CHAT: dict[int | str, dict[str, Any]] = {
+    **_ROUTED,
+    429: {
+        "model": ErrorBody,
+        "description": "`service_busy`: a service worker at its `max_concurrent_sessions` takes no new conversation",
+    },
+}
+
+
+@router.post("/chat/stream", response_class=EventSourceResponse, summary="Chat with a worker (SSE)", responses=_CHAT)
 async def chat_stream(
     body: ChatRequest, principal: Auth, runtime: RuntimeDep, protocol: ProtocolQuery = "ag-ui"
 ) -> Any:

@@ -72,6 +72,7 @@ def _limiters(request: Request, runtime: Runtime) -> tuple[Limiter, Limiter]:
     responses={
         200: {"description": "the run as server-sent events", "content": {"text/event-stream": {}}},
         **error_responses(403, 422),
+        404: {"model": ErrorBody, "description": "the worker was removed (by a reload) while the message was routed"},
         429: _LIMITED,
     },
 )
