@@ -67,7 +67,6 @@ KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
 # Sets of modules inside one package that import each other in a circle.
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
     {
-        frozenset({"channels.longconn.modes", "channels.registry"}),  # #26
         frozenset({"autonomy.duties.outcomes", "autonomy.duties.scheduler", "autonomy.duties.sla"}),  # duties
     }
 )

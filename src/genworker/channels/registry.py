@@ -52,11 +52,11 @@ class ChannelBinding:
     def limitation(self) -> str:
         """Why this binding cannot work the way its connection_mode asks ("" when it can): a long
         connection without its SDK or credentials, or on a platform that has none here."""
-        from genworker.channels.longconn.modes import problem  # it reads bindings
+        from genworker.channels.longconn.modes import problem  # the longconn package imports this module
 
         if self.channel.connection_mode not in LONG_CONNECTION_MODES:
             return ""
-        found = problem(self)
+        found = problem(self.platform, self.channel, self.credentials)
         return f"{found[0]}: {found[1]}" if found is not None else ""
 
 

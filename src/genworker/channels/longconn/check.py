@@ -21,7 +21,9 @@ def longconn_issues(workspace: WorkspaceRegistry) -> list[Issue]:
         rel = worker.files["persona"]
         doc: Document | None = None
         for index, binding in enumerate(channels.bindings(worker.tenant_id, worker.worker_id)):
-            found = problem(binding) if uses_long_connection(binding.channel) else None
+            if not uses_long_connection(binding.channel):
+                continue
+            found = problem(binding.platform, binding.channel, binding.credentials)
             if found is None:
                 continue
             field, why = found

@@ -115,7 +115,7 @@ class LongConnections:
         state = ConnectionState(binding.adapter_id, binding.platform, binding.channel.connection_mode)
         state.on_change = self._state_changed
         self.states[binding.adapter_id] = state
-        problem = modes.problem(binding)
+        problem = modes.problem(binding.platform, binding.channel, binding.credentials)
         if problem is not None:
             field, why = problem
             state.failed(f"{field}: {why}")
@@ -132,6 +132,7 @@ class LongConnections:
             backoff=self.backoff.with_features(binding.channel.features),
             endpoints=self.endpoints,
         )
+
         async def run() -> None:
             if after is not None:
                 await asyncio.gather(after, return_exceptions=True)

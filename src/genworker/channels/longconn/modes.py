@@ -12,7 +12,6 @@ import functools
 import importlib.util
 from dataclasses import dataclass
 
-from genworker.channels.registry import ChannelBinding
 from genworker.workspace.models.credentials import DingTalkCredentials, FeishuCredentials, SlackCredentials
 from genworker.workspace.models.persona import Channel
 
@@ -52,26 +51,27 @@ def _installed(module: str) -> bool:
         return False
 
 
-def problem(binding: ChannelBinding) -> tuple[str, str] | None:
-    """`(field, why)` when the binding's long connection cannot run, else None. `field` is
-    `connection_mode` (PERSONA.md) or a `platform.field` of CHANNEL_CREDENTIALS.json."""
-    mode = binding.channel.connection_mode
-    need = PLATFORMS.get(binding.platform)
+def problem(platform: str, channel: Channel, credentials: object) -> tuple[str, str] | None:
+    """`(field, why)` when a binding's long connection cannot run (the binding's platform, PERSONA.md
+    channel and credentials), else None. `field` is `connection_mode` (PERSONA.md) or a
+    `platform.field` of CHANNEL_CREDENTIALS.json."""
+    mode = channel.connection_mode
+    need = PLATFORMS.get(platform)
     if need is None:
         return "connection_mode", (
-            f"{mode}: {binding.platform} has no long connection here (Slack, Feishu/Lark and DingTalk do); "
+            f"{mode}: {platform} has no long connection here (Slack, Feishu/Lark and DingTalk do); "
             "use connection_mode: webhook"
         )
     missing = [m for m in need.modules if not _installed(m)]
     if missing:
         return "connection_mode", (
-            f"{mode}: {binding.platform} {need.name} needs the {need.package} package "
+            f"{mode}: {platform} {need.name} needs the {need.package} package "
             f"(pip install 'genworker[longconn]'); {missing[0]} is not installed"
         )
-    absent = _absent(binding.platform, binding.credentials)
+    absent = _absent(platform, credentials)
     if absent:
-        where = _console(binding.platform)
-        return absent, f"not set: {binding.platform} {need.name} cannot connect without it ({where})"
+        where = _console(platform)
+        return absent, f"not set: {platform} {need.name} cannot connect without it ({where})"
     return None
 
 
