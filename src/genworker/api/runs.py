@@ -1,6 +1,10 @@
 """Starting a routed run in the background and reading its events: a client that goes away
 does not stop the run, which still ends in a recorded state. The events end in RouteDone, or in
-RunError when the run could not go on; reading them never raises."""
+RunError when the run could not go on; reading them never raises.
+
+Between the engine and the SSE encoder there is one task and one queue: the engine runs in the run's
+task and its events go from the router straight into the handle's queue, which the response reads.
+The queue is unbounded: the engine never waits for a slow or absent client."""
 
 from __future__ import annotations
 
@@ -14,22 +18,21 @@ from genworker.engine.events import RunError
 from genworker.observability.logging import internal_error_message, log_internal_error
 from genworker.runtime.composition import Runtime
 from genworker.worker.router import RouteAccepted, RouteError, RouteRequest, RouterEvent, WorkerRouter
+from genworker.worker.routing import RouteEvents
 
 __all__ = ["RunHandle", "start_run"]
 
 log = logging.getLogger("genworker.api")
 
-_END = object()
-
 
 @dataclass
 class RunHandle:
     accepted: RouteAccepted
-    _events: asyncio.Queue[object]
+    _events: RouteEvents
 
     async def events(self) -> AsyncIterator[RouterEvent]:
-        while (event := await self._events.get()) is not _END:
-            yield event  # type: ignore[misc]
+        async for event in self._events:
+            yield event
 
 
 def router_of(runtime: Runtime) -> WorkerRouter:
@@ -39,26 +42,26 @@ def router_of(runtime: Runtime) -> WorkerRouter:
 
 
 async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
-    """Route `req`; errors before the run is accepted become 4xx API errors."""
-    stream = router_of(runtime).route_stream(req)
+    """Route `req`; errors before the run is accepted become 4xx API errors. The run goes on in a
+    task of the runtime's; the engine's events reach the handle's queue from that task directly."""
+    router = router_of(runtime)
     try:
-        first = await anext(stream)
+        route = await router.accept(req)
     except RouteError as exc:
         raise ApiError(exc.status, exc.code, str(exc), exc.headers) from None
-    assert isinstance(first, RouteAccepted)
-    events: asyncio.Queue[object] = asyncio.Queue()
+    run_id = route.accepted.run_id
+    events = RouteEvents()
 
-    async def pump() -> None:
+    async def run() -> None:
         try:
-            async for event in stream:
-                await events.put(event)
-        except Exception as exc:  # the router could not record it (WorkerRouter._internal_error)
-            message = internal_error_message(log_internal_error(log, f"[API] run {first.run_id} failed", exc))
-            await events.put(RunError(first.run_id, "internal_error", message))
+            await router.run(route, events.put)
+        except Exception as exc:  # the router could not record it (Settler.internal_error)
+            message = internal_error_message(log_internal_error(log, f"[API] run {run_id} failed", exc))
+            await events.put(RunError(run_id, "internal_error", message))
         finally:
-            await events.put(_END)
+            events.close()
 
-    task = asyncio.create_task(pump(), name=f"run:{first.run_id}")
+    task = asyncio.create_task(run(), name=f"run:{run_id}")
     runtime.background.add(task)
     task.add_done_callback(runtime.background.discard)
-    return RunHandle(first, events)
+    return RunHandle(route.accepted, events)
