@@ -155,7 +155,8 @@ def test_a_given_up_message_is_listed_and_a_person_sends_it_again(
     assert "not_allowed_token_type" in entry["last_error"]
     body = s.client.get("/api/v1/workers/alice/outbox").json()
     assert body["counts"] == {"given_up": 1, "outcome_unknown": 0, "retrying": 0, "sending": 0}
-    assert s.client.get("/api/v1/workers/alice/outbox?state=retrying").json()["entries"] == []
+    filtered = s.client.get("/api/v1/workers/alice/outbox?state=retrying").json()
+    assert filtered["entries"] == [] and filtered["counts"] == body["counts"]
 
     # still refused: the re-send is answered with the entry as it settled (given up again: no horizon)
     path = f"/api/v1/workers/alice/outbox/{entry['id']}/resend"
@@ -194,6 +195,7 @@ def test_a_given_up_message_is_listed_and_a_person_sends_it_again(
     done = s.client.post(path)
     assert done.status_code == 409 and f"{entry['id']} is sent" in done.json()["error"]["message"]
     assert s.client.get("/api/v1/workers/alice/outbox").json()["entries"] == []
+    assert s.client.get("/api/v1/workers/alice/dashboard").json()["blocks"]["outbox"]["data"] == {"entries": []}
     states = [(e.state, e.resent_by) for e in announced.entries]
     by = f"key:{s.key_id}"
     assert states == [("given_up", None), ("sending", by), ("given_up", by), ("sending", by), ("sent", by)]
@@ -237,6 +239,8 @@ def test_an_outcome_unknown_message_is_resent_and_errors_name_the_entry(setup: S
     path.write_text(json.dumps({**written, "schema_version": 1}), encoding="utf-8")  # as an earlier build wrote it
     [listed] = s.client.get("/api/v1/workers/alice/outbox?state=outcome_unknown").json()["entries"]
     assert listed["id"] == cut.entry_id and listed["text"] == "Maybe sent. token=***"  # masked as in logs
+    block = s.client.get("/api/v1/workers/alice/dashboard").json()["blocks"]["outbox"]
+    assert block["status"] == "ok" and block["data"]["entries"] == [{**listed, "resendable": True}]
     resent = s.client.post(f"/api/v1/workers/alice/outbox/{cut.entry_id}/resend")
     assert resent.status_code == 200 and resent.json()["delivered"] is True, resent.text
     assert s.slack.texts == ["Maybe sent. token=abcd1234secret"]  # the message itself is sent as written

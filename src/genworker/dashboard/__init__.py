@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
-from genworker.dashboard import blocks_work, blocks_worker
+from genworker.dashboard import blocks_outbox, blocks_work, blocks_worker
 from genworker.dashboard.aggregator import Block, BlockContext, BlockUnavailable, DashboardAggregator
 
 __all__ = ["Block", "BlockContext", "BlockUnavailable", "DashboardAggregator", "default_aggregator", "static_dir"]
@@ -20,6 +20,7 @@ def default_aggregator(timeout_s: float = 5.0) -> DashboardAggregator:
             Block("workers", blocks_worker.workers),
             Block("profile", blocks_worker.profile),
             Block("pending", blocks_work.pending),
+            Block("outbox", blocks_outbox.outbox),
             Block("suggestions", blocks_work.suggestions),
             Block("tasks", blocks_work.tasks),
             Block("calendar", blocks_worker.calendar),

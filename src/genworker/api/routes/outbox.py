@@ -51,13 +51,14 @@ async def list_undelivered(
     runtime: RuntimeDep,
     state: Annotated[UndeliveredState | None, Query(description="only entries in this state")] = None,
 ) -> dict[str, Any]:
+    """`counts` are of every undelivered entry; `entries` only those in `state` when it is given."""
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
-    found = await _outbox(runtime).entries(tenant_id, worker, UNDELIVERED if state is None else (state,))
+    found = await _outbox(runtime).undelivered(tenant_id, worker)
     counts = Counter(e.state for e in found)
     return {
         "worker_id": worker,
         "counts": {s: counts.get(s, 0) for s in sorted(UNDELIVERED)},
-        "entries": [e.describe() for e in found],
+        "entries": [e.describe() for e in found if state is None or e.state == state],
     }
 
 

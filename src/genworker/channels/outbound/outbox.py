@@ -45,7 +45,9 @@ from genworker.ids import safe_join, validate_id
 from genworker.observability.logging import log_decision, redact_text
 
 __all__ = [
+    "RESENDABLE",
     "SCHEMA_VERSION",
+    "UNDELIVERED",
     "Outbox",
     "OutboxEntry",
     "OutboxError",
@@ -63,6 +65,7 @@ SCHEMA_VERSION: Final = 2
 READABLE_VERSIONS: Final = (1, 2)  # 1: before resent_by / resent_at
 OutboxState = Literal["sending", "sent", "retrying", "given_up", "failed", "outcome_unknown"]
 UNDELIVERED: Final[frozenset[OutboxState]] = frozenset({"sending", "retrying", "given_up", "outcome_unknown"})
+RESENDABLE: Final[tuple[OutboxState, ...]] = ("given_up", "outcome_unknown")  # what a person may re-send
 RETENTION_S: Final = 30 * 86_400.0  # sent and failed entries are kept this long: a later send under the key is a no-op
 
 Transport = Callable[[str, str, str, Target, OutboundMessage, str | None], Awaitable[DeliveryResult]]
@@ -388,7 +391,7 @@ class Outbox:
         entry = await asyncio.to_thread(self._read, path)
         was = entry.state
         marks = {"resent_by": by, "resent_at": self.clock(), "first_failed_at": None, "attempts": 0}
-        claimed = await asyncio.to_thread(self._transition, entry, ("given_up", "outcome_unknown"), "sending", marks)
+        claimed = await asyncio.to_thread(self._transition, entry, RESENDABLE, "sending", marks)
         if claimed is None:
             now = (await asyncio.to_thread(self._read, path)).state
             raise ValueError(f"outbox entry {entry_id} is {now}: only given_up or outcome_unknown is re-sent")

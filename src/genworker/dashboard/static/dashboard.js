@@ -212,6 +212,26 @@ async function decide(kind, id, decision, button) {
   await load();
 }
 
+async function resend(id, button) {
+  const row = button.closest(".item");
+  button.disabled = true;
+  say("Sending the message again…");
+  const epoch = state.epoch;
+  const path = `/api/v1/workers/${encodeURIComponent(state.worker)}/outbox/${encodeURIComponent(id)}/resend`;
+  try {
+    const result = await api(path, { method: "POST" });
+    if (epoch !== state.epoch) return;
+    const entry = result.entry;
+    say(result.delivered ? `Delivered to ${entry.delivered_to}.`
+                         : `Not delivered (${entry.state}): ${entry.last_error || "no recipient took it"}`);
+  } catch (error) {
+    if (epoch !== state.epoch) return;
+    say(`Could not resend: ${error.message}`);
+    if (row.isConnected) button.disabled = false;
+  }
+  await load();
+}
+
 function decisionButtons(kind, id, label) {
   return el("div", { class: "actions" },
     el("button", { type: "button", class: "approve", "aria-label": `Approve: ${label}`,
@@ -270,6 +290,25 @@ const RENDERERS = {
       return el("div", { class: "item", "data-suggestion": id },
         el("div", {}, el("strong", { text: title }), s.kind ? badge(s.kind) : null),
         decisionButtons("suggestion", id, title));
+    });
+  },
+  outbox(data) {
+    if (!data.entries.length) return muted("Every message has been delivered.");
+    const next = { sending: "being sent now", retrying: "sent again automatically" };
+    return data.entries.map((e) => {
+      const to = e.to.join(", ");
+      const origin = [e.origin.tool || e.origin.kind, e.origin.run_id ? `run ${e.origin.run_id.slice(-13)}` : ""]
+        .filter(Boolean).join(" · ");
+      return el("div", { class: "item", "data-outbox": e.id },
+        el("div", {}, el("strong", { text: `To ${to}` }), badge(e.state), e.subject ? ` ${e.subject}` : ""),
+        el("q", { text: e.text.slice(0, 200) }),
+        el("div", { class: "muted", text: [e.attempts ? `${e.attempts} failed attempt${e.attempts > 1 ? "s" : ""}` : "", e.last_error, origin,
+          `since ${when(e.created_at)}`, e.resent_by ? `re-sent by ${e.resent_by}` : ""].filter(Boolean).join(" · ") }),
+        e.resendable
+          ? el("div", { class: "actions" }, el("button", { type: "button", class: "resend",
+              "aria-label": `Resend: to ${to}`, onclick: (ev) => resend(e.id, ev.currentTarget) }, "Resend"))
+          : el("div", { class: "muted", text: e.next_attempt_at
+              ? `${next[e.state]} at ${when(e.next_attempt_at)}` : next[e.state] || "" }));
     });
   },
   tasks(data) {
