@@ -4,7 +4,8 @@ Fallback runs reasoning -> strong -> standard -> fast over the configured groups
 429, 5xx, timeouts and connection errors — before the first streamed token only; after
 it, a failure is an error of this call. Every call produces one `LLMCallRecord`.
 
-LiteLLM is imported when a configured client is built (llm/loader.py), not with this module.
+LiteLLM is imported when a configured client is built (llm/loader.py), not with this module;
+token counting does not need it (llm/tokenizer.py).
 """
 
 from __future__ import annotations

@@ -10,11 +10,8 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-import genworker.llm  # noqa: F401  (switches LiteLLM to its bundled cost map before it is imported)
-
 __all__ = ["count_tokens", "load_tokenizer", "message_tokens", "truncate_tokens"]
 
-_TOKENIZER_MODEL = "gpt-4"  # LiteLLM maps it to tiktoken cl100k_base, shipped inside the package
 # OpenAI's chat accounting for cl100k models: per message, per tool call, and the reply primer.
 _PER_MESSAGE = 4
 _PER_TOOL_CALL = 4
@@ -27,13 +24,9 @@ _CACHE_MAX = 16_384
 
 @functools.cache
 def _encoder() -> Callable[[str], Sequence[int]]:
-    import litellm
+    from genworker.llm.tokenizer import cl100k  # LiteLLM's gpt-4 tokenizer, without importing LiteLLM
 
-    def encode(text: str) -> Sequence[int]:
-        tokens: Sequence[int] = litellm.encode(model=_TOKENIZER_MODEL, text=text)
-        return tokens
-
-    return encode
+    return cl100k()
 
 
 def load_tokenizer() -> None:
