@@ -188,6 +188,12 @@ QUESTION = "How many signups did we have in the week of 2026-11-30?"
 SIGNUPS = "4,380 signups in the week of 2026-11-30 (weekly_metrics.csv), down 14.5% from 5,120."
 ALERT = "Priya moved the board deck deadline to tomorrow 09:00; the draft is not started."
 ATTENTION = json.dumps({"attention": True, "message": ALERT})
+OUTAGE = "Nobody at Bayview can see today's appointments since 8am, the calendar page stays empty."
+HANDOVER = {
+    "reason": "an outage: appointments do not load for the whole clinic",
+    "summary": "Bayview Family Practice: the calendar page is empty since 08:00.",
+}
+STILL_HELPING = "I could not reach the support team just now. Please check status.acme.example."
 
 
 def script_every_duty(model: ScriptedModelServer) -> dict[str, str]:
@@ -262,7 +268,12 @@ def test_the_server_starts_without_a_warning_and_every_duty_runs(
     caplog.set_level(logging.INFO, logger="genworker")
     final = script_every_duty(model_server)
     script_collaboration(model_server)
-    model_server.expect(Reply(ATTENTION))  # the heartbeat's summary turn
+    model_server.expect(
+        Reply(ATTENTION),  # the heartbeat's summary turn
+        # a helpdesk visitor: the hand-over cannot reach Maya without credentials; Juno is told so
+        Reply(tool_calls=(ToolCallReply("escalate_conversation", HANDOVER, "c1"),)),
+        Reply(STILL_HELPING, check=tool_said("Maya Chen has no identity this worker can send to")),
+    )
     headers = {"Authorization": f"Bearer {ApiKeyStore(demo_workspace).create('demo')[1]}"}
     runs: dict[str, dict[str, Any]] = {}
     with serve(tmp_path, demo_workspace, model_server) as server:
@@ -297,6 +308,10 @@ def test_the_server_starts_without_a_warning_and_every_duty_runs(
             sense(demo_workspace, "assistant", "board deck deadline moved")
             heartbeat = http.post("/workers/assistant/heartbeat/run").json()["report"]["summary"]
             pending = http.get("/workers/assistant/briefs/pending").json()
+
+            visitor = httpx.post(f"{server.url}/api/v1/service/demo/helpdesk/chat/stream", json={"message": OUTAGE})
+            assert visitor.status_code == 200, visitor.text
+            desk = http.get(f"/workers/helpdesk/runs/{events(visitor.text)[0]['runId']}").json()
     assert warnings_in(caplog.records) == []
 
     checks = {duty: {c["check"]: c["verdict"] for c in run["checks"]} for duty, run in runs.items()}
@@ -336,15 +351,14 @@ def test_the_server_starts_without_a_warning_and_every_duty_runs(
     reason = heartbeat["delivery"].removeprefix("briefed: ")
     assert reason in ("no_recipient", "quiet_hours"), heartbeat
     assert [(i["title"], i["reason"]) for i in pending["items"]] == [(f"Needs attention (heartbeat): {ALERT}", reason)]
+    # an anonymous visitor reaches the helpdesk; its hand-over fails visibly (no credentials), and it keeps helping
+    assert answer_of(events(visitor.text)) == STILL_HELPING
+    assert [(c["name"], c["outcome"]) for c in desk["tool_calls"]] == [("escalate_conversation", "failed")]
+    assert (desk["state"], desk["provenance"]["source_id"]) == ("completed", "anonymous")
 
 
 POST = "/chat.postMessage"
 SLACK = {"slack": {"bot_token": "xoxb-demo-test", "signing_secret": "s" * 32}}
-OUTAGE = "Nobody at Bayview can see today's appointments since 8am, the calendar page stays empty."
-HANDOVER = {
-    "reason": "an outage: appointments do not load for the whole clinic",
-    "summary": "Bayview Family Practice: the calendar page is empty since 08:00.",
-}
 
 
 @pytest.fixture
