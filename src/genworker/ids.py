@@ -1,4 +1,5 @@
-"""Identifiers that end up in file paths, and the only way to turn them into paths.
+"""Identifiers that end up in file paths, and the only way to turn them into paths; and the
+`match_key` a WAITING plan waits on (stored as a path hash and a Redis key).
 
 Every tenant, worker, skill, duty, goal, session and thread id is checked against one
 strict pattern before it touches the filesystem; `safe_join` also refuses paths that
@@ -21,9 +22,11 @@ __all__ = [
     "plainly_under",
     "safe_join",
     "validate_id",
+    "validate_match_key",
 ]
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_MATCH_KEY = re.compile(r"^[A-Za-z0-9_.\-/#@]+(:[A-Za-z0-9_.\-/#@]+)+$")
 
 
 class InvalidIdError(ValueError):
@@ -41,6 +44,16 @@ def validate_id(value: object, kind: str = "id") -> str:
         raise InvalidIdError(
             f"{kind} {value!r} is not a valid id: use 1-128 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit, with no '..'"
+        )
+    return value
+
+
+def validate_match_key(value: object) -> str:
+    """`source:kind:id:change` words, e.g. 'github:issue:42:updated' (at least two, no spaces)."""
+    if not isinstance(value, str) or len(value) > 256 or not _MATCH_KEY.fullmatch(value):
+        raise ValueError(
+            f"match_key {value!r} is not valid: use ':'-separated words of letters, digits and _.-/#@, "
+            "e.g. 'github:issue:42:updated' (at most 256 characters)"
         )
     return value
 

@@ -49,7 +49,6 @@ LAYERS: tuple[frozenset[str], ...] = (
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
         # tools -> autonomy / channels: builtin tools that belong above the runtime layers (#25)
-        ("tools.builtin.waiting", "autonomy.waiting.models"),
         ("tools.builtin.messaging", "channels.outbound.outbox"),
         ("tools.builtin.messaging", "channels.outbound.recipients"),
         ("tools.builtin.messaging", "channels.registry"),

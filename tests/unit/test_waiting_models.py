@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from genworker.autonomy.waiting import WaitingPlan, WaitingSchemaError, plan_from_json, plan_to_json, validate_match_key
+from genworker.autonomy.waiting import WaitingPlan, WaitingSchemaError, plan_from_json, plan_to_json
+from genworker.ids import validate_match_key
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -13,11 +13,11 @@ from genworker.autonomy.waiting.models import (
     WaitState,
     plan_from_json,
     plan_to_json,
-    validate_match_key,
 )
 from genworker.autonomy.waiting.redis_store import RedisWaitingStore
 from genworker.autonomy.waiting.service import ResumeHandler, TimeoutHandler, WaitingService
 from genworker.autonomy.waiting.store import WaitingStore
+from genworker.ids import validate_match_key  # the key grammar plans are indexed by (owned by ids.py)
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -33,10 +33,9 @@ from genworker.autonomy.waiting.models import (
     WaitState,
     plan_from_json,
     plan_to_json,
-    validate_match_key,
 )
 from genworker.fsutil import file_lock, fsync_dir, write_atomic
-from genworker.ids import safe_join, validate_id
+from genworker.ids import safe_join, validate_id, validate_match_key
 
 __all__ = ["FileWaitingStore"]
 

@@ -7,14 +7,13 @@ or -> CLOSED (timed out for good) / CANCELLED. A plan file carries `schema_versi
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any, Final, Literal, get_args
 
-from genworker.ids import validate_id
+from genworker.ids import validate_id, validate_match_key
 from genworker.workspace.models.base import freeze, thaw
 
 __all__ = [
@@ -27,7 +26,6 @@ __all__ = [
     "WaitingTransitionError",
     "plan_from_json",
     "plan_to_json",
-    "validate_match_key",
 ]
 
 SCHEMA_VERSION: Final = 1
@@ -35,7 +33,6 @@ WaitState = Literal["waiting", "gated", "running", "done", "closed", "cancelled"
 STATES: Final = frozenset(get_args(WaitState))
 ENDED_STATES: Final = frozenset({"done", "cancelled", "closed"})  # nothing moves a plan out of these
 GatedBy = Literal["event", "timeout", "manual"]
-_MATCH_KEY = re.compile(r"^[A-Za-z0-9_.\-/#@]+(:[A-Za-z0-9_.\-/#@]+)+$")
 
 
 class WaitingError(Exception):
@@ -54,16 +51,6 @@ class WaitingPlanNotFound(WaitingError, LookupError):
 
 class WaitingTransitionError(WaitingError, ValueError):
     pass
-
-
-def validate_match_key(value: object) -> str:
-    """`source:kind:id:change` words, e.g. 'github:issue:42:updated' (at least two, no spaces)."""
-    if not isinstance(value, str) or len(value) > 256 or not _MATCH_KEY.fullmatch(value):
-        raise ValueError(
-            f"match_key {value!r} is not valid: use ':'-separated words of letters, digits and _.-/#@, "
-            "e.g. 'github:issue:42:updated' (at most 256 characters)"
-        )
-    return value
 
 
 def _utc(value: datetime, name: str) -> datetime:

@@ -27,9 +27,8 @@ from genworker.autonomy.waiting.models import (
     WaitState,
     plan_from_json,
     plan_to_json,
-    validate_match_key,
 )
-from genworker.ids import validate_id
+from genworker.ids import validate_id, validate_match_key
 from genworker.workspace.models.base import thaw
 
 __all__ = ["RedisWaitingStore"]

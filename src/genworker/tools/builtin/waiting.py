@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Final
 
-from genworker.autonomy.waiting.models import validate_match_key
+from genworker.ids import validate_match_key
 from genworker.tools.base import Effect, RiskLevel, Suspend, ToolResult
 from genworker.tools.context import ToolContext, ToolScope
 from genworker.tools.tool import FunctionTool, function_tool
