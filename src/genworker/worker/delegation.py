@@ -36,7 +36,15 @@ from genworker.tools.builtin.delegation import ChildOutcome, ChildState, Delegat
 from genworker.tools.context import ToolContext
 from genworker.tools.middlewares.policy import READ_ONLY_POSTURES
 from genworker.worker.lifecycle import RunNotFound
-from genworker.worker.router import RouteAccepted, RouteDone, RouteError, RouteRequest, RouterEvent, WorkerRouter
+from genworker.worker.router import (
+    RouteAccepted,
+    RouteDone,
+    RouteError,
+    RouteRequest,
+    RouterEvent,
+    WorkerRouter,
+    run_to_end,
+)
 from genworker.worker.task import RunRecord, RunRef, RunState
 from genworker.workspace.models.duty import CollaborationTrigger, DutyStatus
 from genworker.workspace.snapshot import Worker
@@ -226,11 +234,8 @@ async def _finish(
 ) -> None:
     result: RouteDone | None = None
     try:
-        async for event in stream:
-            recorded.set()
-            if isinstance(event, RouteDone):
-                result = event
-    except Exception:  # the router has recorded what it could (WorkerRouter._internal_error)
+        result = await run_to_end(stream, on_event=lambda _: recorded.set())
+    except Exception:  # the router has recorded what it could (Settler.internal_error)
         log.exception("child run %s failed", run_id)
     finally:
         recorded.set()

@@ -17,7 +17,7 @@ from genworker.auth import Principal
 from genworker.runtime.composition import Runtime
 from genworker.worker.engine_runs import NotContinuable, continuation_request
 from genworker.worker.lifecycle import RunNotFound, TaskLifecycleError
-from genworker.worker.router import RouteDone
+from genworker.worker.router import run_to_end
 from genworker.worker.task import RunRef
 
 router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["runs"], responses=error_responses(404, 503))
@@ -42,10 +42,7 @@ async def continue_run(worker_id: WorkerId, run_id: RunId, principal: Auth, runt
     except TaskLifecycleError as exc:
         raise ApiError(500, "run_unreadable", str(exc)) from None
     handle = await start_run(runtime, req)  # in the background: a client that goes away does not stop it
-    done = None
-    async for event in handle.events():
-        if isinstance(event, RouteDone):
-            done = event
+    done = await run_to_end(handle.events())
     if done is None:
         raise ApiError(500, "internal_error", "the continuation ended without a result")
     return {"continued": run_id, "run": run_summary(done.record), "output": done.result.output}

@@ -70,7 +70,15 @@ from genworker.worker.context.tokens import truncate_tokens
 from genworker.worker.governance.errors import GovernanceInputError
 from genworker.worker.governance.evidence import evidence_from
 from genworker.worker.governance.models import SourceType
-from genworker.worker.router import RouteAccepted, RouteDone, RouteError, RouteRequest, RouterEvent, WorkerRouter
+from genworker.worker.router import (
+    RouteAccepted,
+    RouteDone,
+    RouteError,
+    RouteRequest,
+    RouterEvent,
+    WorkerRouter,
+    run_to_end,
+)
 from genworker.worker.skill_matcher import SkillMatcher
 from genworker.workspace.snapshot import Worker
 
@@ -547,10 +555,7 @@ class HeartbeatRunner:
 
 
 async def _route_to_end(stream: AsyncIterator[RouterEvent]) -> RouteDone:
-    done: RouteDone | None = None
-    async for event in stream:
-        if isinstance(event, RouteDone):
-            done = event
+    done = await run_to_end(stream)
     if done is None:
         raise RuntimeError("the router ended without a result")
     return done

@@ -181,10 +181,7 @@ def _approved_call_text(confirmation: Confirmation, result: str) -> str:
 
 
 async def _run_to_end(router: WorkerRouter, req: RouteRequest) -> tuple[RunRecord | None, str]:
-    from genworker.worker.router import RouteDone
+    from genworker.worker.routing import run_to_end
 
-    done = None
-    async for event in router.route_stream(req):
-        if isinstance(event, RouteDone):
-            done = event
+    done = await run_to_end(router.route_stream(req))
     return (done.record, done.result.output) if done is not None else (None, "")
