@@ -340,3 +340,31 @@ def test_a_destination_falls_back_when_its_channel_refuses_the_result(
         "Dana Lee (slack)",
     )
     assert [c.body["channel"] for c in s.vendor.calls(POST)] == ["C-OPS", "U-DANA"]
+
+
+def test_a_held_result_is_in_the_next_brief_and_sent_only_once_released(
+    setup: Callable[..., Setup], model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Revenue is up 4% this week."))
+    s = setup({"drafted": duty("drafted", "posture: {default: draft}\ndelivery: [{chat: 'slack:C-OPS'}]\n")})
+    held = s.run_duty("drafted")
+    assert [(d["to"], d["state"]) for d in held["deliveries"]] == [("chat slack:C-OPS", "held")]
+    brief = s.http.post("/api/v1/workers/alice/briefs/generate", params={"deliver": "false"}).json()["brief"]
+    [item] = [i for i in brief["sections"]["confirm"] if i["ref"] == held["run_id"]]
+    assert item["title"] == "Duty drafted: its result is held, not sent to chat slack:C-OPS"
+    assert "Draft: Revenue is up 4% this week." in item["detail"] and "proposal_only" in item["detail"]
+    release = f"/api/v1/workers/alice/duties/drafted/runs/{held['run_id']}/release"
+    assert item["options"][0]["command"] == f"POST {release}"
+    assert "Revenue is up 4% this week." in brief["text"]
+    assert s.vendor.calls(POST) == []  # held: nothing left before a person said so
+
+    released = s.http.post(release)
+    assert released.status_code == 200, released.text
+    assert [(d["to"], d["state"]) for d in released.json()["deliveries"]] == [("chat slack:C-OPS", "sent")]
+    [posted] = s.vendor.calls(POST)
+    assert posted.body["channel"] == "C-OPS" and "Revenue is up 4% this week." in posted.body["text"]
+    again = s.http.post(release)
+    assert again.status_code == 409 and again.json()["error"]["code"] == "nothing_held"
+    later = s.http.post("/api/v1/workers/alice/briefs/generate", params={"deliver": "false"}).json()["brief"]
+    assert not [i for i in later["sections"]["confirm"] if i["ref"] == held["run_id"]]
+    assert len(s.vendor.calls(POST)) == 1

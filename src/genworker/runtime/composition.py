@@ -29,6 +29,7 @@ from genworker.autonomy.briefs import (
     RedisBriefStore,
     done_runs,
     held_calls,
+    held_results,
     joined,
 )
 from genworker.autonomy.command_backend import AutonomyCommandBackend
@@ -612,7 +613,9 @@ async def build_autonomy(runtime: Runtime) -> None:
         brief_store,
         policy_of=policy_of,
         waiting=waiting_store,
-        done=joined(done_runs(runtime.router.tasks, root), held_calls(runtime.tools.undo)),
+        done=joined(
+            done_runs(runtime.router.tasks, root), held_calls(runtime.tools.undo), held_results(runtime.router.tasks)
+        ),
     )
     runtime.waiting = WaitingService(
         waiting_store,

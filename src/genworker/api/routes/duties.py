@@ -7,18 +7,22 @@ from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header
-from pydantic import Field
+from pydantic import Field, TypeAdapter
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
-from genworker.api.params import DutyId, WorkerId
+from genworker.api.params import DutyId, RunId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.auth import Principal
 from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError, aps_trigger
+from genworker.autonomy.duties.delivery import NothingHeld
 from genworker.runtime.composition import Runtime
+from genworker.worker.contract_record import DeliveryRecord
+from genworker.worker.lifecycle import RunNotFound
+from genworker.worker.task import RunRef
 from genworker.workspace.models.duty import DutyStatus, ScheduleTrigger
 
 __all__ = ["router"]
@@ -26,6 +30,7 @@ __all__ = ["router"]
 router = APIRouter(prefix="/api/v1/workers/{worker_id}/duties", tags=["duties"], responses=error_responses(404, 503))
 
 Auth = Annotated[Principal, Depends(require_principal)]
+_DELIVERIES = TypeAdapter(tuple[DeliveryRecord, ...])
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
@@ -101,3 +106,28 @@ async def list_executions(worker_id: WorkerId, duty_id: DutyId, principal: Auth,
     except DutyStateError as exc:
         raise ApiError(500, "duty_state_unreadable", str(exc)) from None
     return {"duty_id": duty_id, "executions": [r.model_dump(mode="json") for r in records]}
+
+
+@router.post(
+    "/{duty_id}/runs/{run_id}/release",
+    summary="Send the result a run held (its posture only proposes) to the duty's destinations",
+    responses=error_responses(409),
+)
+async def release_result(
+    worker_id: WorkerId, duty_id: DutyId, run_id: RunId, principal: Auth, runtime: RuntimeDep
+) -> dict[str, Any]:
+    """A person's go for a held result (listed in the worker's brief): each destination it was held
+    from is planned and sent as a completed run's are, once (409 `nothing_held` otherwise)."""
+    worker = loaded_worker(principal, runtime, worker_id)
+    duty = worker.duties.get(duty_id)
+    if duty is None:
+        raise _duty_not_found(duty_id)
+    if runtime.duty_outcomes is None:
+        raise ApiError(503, "duties_unavailable", "duty delivery is not configured on this runtime")
+    try:
+        run = await runtime.duty_outcomes.delivery.release(worker, duty, RunRef(*worker.key, run_id))
+    except RunNotFound:
+        raise ApiError(404, "run_not_found", f"no run {run_id!r} for worker {worker_id!r}") from None
+    except NothingHeld as exc:
+        raise ApiError(409, "nothing_held", str(exc)) from None
+    return {"run_id": run_id, "deliveries": _DELIVERIES.dump_python(run.deliveries, mode="json")}

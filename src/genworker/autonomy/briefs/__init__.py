@@ -3,7 +3,7 @@ in a brief every few hours, each item with options. File backend by default, Red
 REDIS_URL is set. docs/briefs.md describes them."""
 
 from genworker.autonomy.briefs.budget import Admission, in_quiet_hours, local_day
-from genworker.autonomy.briefs.done import DoneSource, done_runs, held_calls, joined
+from genworker.autonomy.briefs.done import DoneSource, done_runs, held_calls, held_results, joined
 from genworker.autonomy.briefs.file_store import FileBriefStore
 from genworker.autonomy.briefs.models import (
     SCHEMA_VERSION,
@@ -43,6 +43,7 @@ __all__ = [
     "Section",
     "done_runs",
     "held_calls",
+    "held_results",
     "in_quiet_hours",
     "joined",
     "local_day",

@@ -5,7 +5,10 @@
   and the policy snapshots the runs name;
 - `held_calls`: the tool calls the undo window held in the period — still pending (with the undo
   command), executed, undone; one that expired, failed or whose outcome is unknown goes to
-  "Conflicts and risks", because a person has to look at it.
+  "Conflicts and risks", because a person has to look at it;
+- `held_results`: duty results the Policy Gate held (a posture that only proposes): each run of the
+  period whose result is still held goes to "Needs your confirmation", with its draft and the
+  command that sends it.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.errors import TaskFileError, TaskNotFound
+from genworker.worker.task import RunRecord, RunState
 
-__all__ = ["DoneSource", "done_runs", "held_calls", "joined"]
+__all__ = ["DoneSource", "done_runs", "held_calls", "held_results", "joined"]
 
 DoneSource = Callable[[str, str, datetime | None], Awaitable[list[BriefItem]]]
 _PAGE = 200
 _LONGEST_RUN = timedelta(hours=24)
+_DRAFT_CHARS = 600  # of a held result, in its brief item
 
 
 def done_runs(tasks: TaskLifecycle, workspace_root: Path) -> DoneSource:
@@ -73,6 +78,48 @@ def done_runs(tasks: TaskLifecycle, workspace_root: Path) -> DoneSource:
         return list(reversed(items))
 
     return source
+
+
+def held_results(tasks: TaskLifecycle) -> DoneSource:
+    async def source(tenant_id: str, worker_id: str, since: datetime | None) -> list[BriefItem]:
+        items: list[BriefItem] = []
+        for run in await tasks.list_runs(tenant_id, worker_id, limit=_PAGE):
+            if since is not None and run.timings.queued_at < since - _LONGEST_RUN:
+                break  # newest first by queue time: the rest finished before `since`
+            finished = run.timings.finished_at
+            if run.state is RunState.COMPLETED and finished is not None and (since is None or finished >= since):
+                item = _held_result(run, finished)
+                if item is not None:
+                    items.append(item)
+        return list(reversed(items))
+
+    return source
+
+
+def _held_result(run: RunRecord, finished: datetime) -> BriefItem | None:
+    held = [d for d in run.deliveries if d.state == "held"]
+    duty = run.provenance.duty_id
+    if not held or duty is None:
+        return None
+    draft = next((d.content for d in run.deliverables if d.kind == "text"), "").strip()
+    if len(draft) > _DRAFT_CHARS:
+        draft = draft[:_DRAFT_CHARS].rstrip() + " …"
+    why = held[0].error or "its posture only lets it propose"
+    base = f"/api/v1/workers/{run.worker_id}"
+    options = (
+        Option(label="Send it", command=f"POST {base}/duties/{duty}/runs/{run.run_id}/release"),
+        Option(label="See the run", command=f"GET {base}/runs/{run.run_id}"),
+    )
+    return BriefItem(
+        item_id=f"heldres_{run.run_id}"[:64],
+        section="confirm",
+        title=f"Duty {duty}: its result is held, not sent to {', '.join(d.to for d in held)}",
+        created_at=finished,
+        ref=run.run_id,
+        detail=f"{why}. Draft: {draft}" if draft else why,
+        options=options,
+        priority="P1",
+    )
 
 
 def held_calls(undo: UndoWindow) -> DoneSource:

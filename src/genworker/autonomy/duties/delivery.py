@@ -14,7 +14,9 @@ outbox's keys make a destination already handed over a no-op. The outbox's later
 
 Only a run whose governance posture lets it act (`normal`, or `gated_execute` once a person approved
 it) delivers; a `proposal_only` or `degraded` run's result (a duty posture `propose` or `draft`, a
-tenant at trust level 0, a contract that only lets it suggest) is `held`: a draft for a person.
+tenant at trust level 0, a contract that only lets it suggest) is `held`: a draft for a person, who
+sees it in the worker's next brief and sends it with `release` (planned and delivered as above,
+under the same keys).
 Nothing fails silently: a destination that cannot be resolved or sent is `failed` on the run with
 the reason, and logged.
 """
@@ -53,7 +55,7 @@ from genworker.workspace.models.duty import DutySpec
 from genworker.workspace.models.duty_terms import OWNER, DeliveryTarget
 from genworker.workspace.snapshot import Worker
 
-__all__ = ["SCHEMA_VERSION", "DutyDelivery", "PlannedDelivery", "delivery_key", "render_result"]
+__all__ = ["SCHEMA_VERSION", "DutyDelivery", "NothingHeld", "PlannedDelivery", "delivery_key", "render_result"]
 
 log = logging.getLogger("genworker.duties")
 
@@ -124,6 +126,10 @@ def message_for(target: DeliveryTarget, duty: DutySpec, body: str, when: datetim
     if target.format == "card":
         return OutboxMessage(text, "card", subject, cards=_cards(duty.title, body))
     return OutboxMessage(text, "markdown", subject)
+
+
+class NothingHeld(Exception):
+    """A release of a run that holds no result of the duty (the message says why)."""
 
 
 # -- recipients -------------------------------------------------------------------------------
@@ -344,6 +350,23 @@ class DutyDelivery:
         except OSError as exc:
             return _with(planned, "failed", f"{relative}: {exc}").record(self.clock())
         return DeliveryRecord(planned.key, planned.to, planned.format, "sent", self.clock(), delivered_to=relative)
+
+    # -- a held result, released by a person -------------------------------------------------------
+
+    async def release(self, worker: Worker, duty: DutySpec, ref: RunRef) -> RunRecord:
+        """Send the result a completed run of `duty` held to the destinations it held it from (as the
+        duty names them now); the run as recorded after. NothingHeld when there is none."""
+        run = await self.tasks.get_run(ref)
+        held = {d.key for d in run.deliveries if d.state == "held"}
+        if run.provenance.duty_id != duty.duty_id:
+            raise NothingHeld(f"run {ref.run_id} is not a run of duty {duty.duty_id!r}")
+        if run.state is not RunState.COMPLETED or not held:
+            raise NothingHeld(f"run {ref.run_id} ({run.state.value}) holds no result to send")
+        output = next((d.content for d in run.deliverables if d.kind == "text"), "")
+        planned = [p for p in self.plan(worker, duty, ref.run_id, output, "normal") if p.key in held]
+        log.warning("[Duties] run %s: its held result is released to %s", ref, ", ".join(p.to for p in planned))
+        await self.save(ref, duty.duty_id, planned)
+        return await self.deliver(ref) or await self.tasks.get_run(ref)
 
     # -- restarts and the outbox's later attempts --------------------------------------------------
 
