@@ -48,7 +48,8 @@ LAYERS: tuple[frozenset[str], ...] = (
 # other work (#25 builtin send tools, #26 channels, duties delivery) or need a larger move.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # tools -> autonomy / channels: builtin tools that belong above the runtime layers (#25)
+        # tools -> channels: MessagingSlot (send_message, send_email) is typed by the outbox and the channel
+        # bindings, and worker/service.py and handoff.py send through it: it moves with outbound delivery
         ("tools.builtin.messaging", "channels.outbound.outbox"),
         ("tools.builtin.messaging", "channels.outbound.recipients"),
         ("tools.builtin.messaging", "channels.registry"),
