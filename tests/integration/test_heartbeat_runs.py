@@ -162,6 +162,32 @@ def test_preferred_skills_weigh_in_and_do_not_override_a_clear_match(
     assert [r.state for r in records] == ["completed", "completed"]
 
 
+def test_a_goal_task_runs_the_skill_its_goal_prefers(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, keyword_skill: Callable[[str, str], str]
+) -> None:
+    """A goal item's task has no preferences of its own: the goal's `preferred_skill_ids` pick the skill."""
+    skills = workspace / "tenants/acme/workers/alice/skills"
+    for name, keyword in (("triage", "alert"), ("billing", "invoice")):
+        (skills / name).mkdir(parents=True)
+        (skills / name / "SKILL.md").write_text(keyword_skill(name, keyword), encoding="utf-8")
+    goal = "---\ngoal_id: revenue\ntitle: Revenue\nstatus: active\npreferred_skill_ids: [billing]\n---\nGrow.\n"
+    (workspace / "tenants/acme/workers/alice/goals/revenue.md").write_text(goal, encoding="utf-8")
+
+    def runs_billing(body: dict[str, Any]) -> None:
+        assert "Do the invoice work" in json.dumps(body), "expected the goal's preferred skill (billing)"
+
+    model_server.expect(Reply("Ticket opened.", check=runs_billing))
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        item = new_item("acme", "alice", "event", "goal-checker", "goal.check",
+                        {"goal_id": "revenue", "action": "open_ticket", "title": "numbers look off"})  # fmt: skip
+        (result,) = beat(client, runtime, item).items
+        record = run_record(client, runtime, result.run_id or "")
+        assert runtime.router is not None
+        manifest = call(client, lambda: runtime.router.tasks.get_manifest("acme", "alice", record.task_id))  # type: ignore[union-attr]
+    assert (result.action, record.state, record.provenance.goal_id) == ("task", "completed", "revenue")
+    assert manifest.preferred_skill_ids == ("billing",)
+
+
 def test_an_isolated_run_has_its_own_thread_and_reports_back(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:

@@ -463,6 +463,20 @@ def test_manifest_fields(s) -> None:
     assert outcome.as_dict()["decision"]["action"] == "auto"
 
 
+def test_a_goals_preferred_skills_follow_the_callers_and_the_dutys(s) -> None:
+    s.ws.write(
+        "tenants/acme/workers/w/goals/launch.md",
+        "---\ngoal_id: launch\ntitle: L\nprimary_duty_id: triage\npreferred_skill_ids: [review, summarize]\n---\n",
+    )
+    s.ws.write("tenants/acme/workers/w/goals/grow.md", "---\ngoal_id: grow\ntitle: G\nskills: [review]\n---\n")
+    s.ws.skill("tenants/acme/workers/w/skills/review")
+    s.worker = s.ws.load_worker()[0]
+    bound = s.run(source_type="goal", goal_id="launch", preferred_skill_ids=("other",)).manifest
+    assert (bound.duty_id, bound.preferred_skill_ids) == ("triage", ("other", "summarize", "triage", "review"))
+    alone = s.run(source_type="goal", goal_id="grow").manifest  # a goal without a duty
+    assert (alone.duty_id, alone.preferred_skill_ids) == (None, ("review",))
+
+
 @pytest.mark.anyio
 async def test_evaluate_async_gives_the_same_outcome(s) -> None:
     inp = s.input(source_type="task", duty_id="report")

@@ -169,7 +169,7 @@ class ManifestFields:
     approval_ref: str | None = None  # set only when an approval admitted the task
     skill_id: str | None = None  # the caller's explicit skill
     skill_hint: str | None = None  # the duty's skill_id, else its skill_hint
-    preferred_skill_ids: tuple[str, ...] = ()  # the caller's first, then the duty's
+    preferred_skill_ids: tuple[str, ...] = ()  # the caller's first, then the duty's, then the goal's
 
     def as_dict(self) -> dict[str, Any]:
         return {name: _plain(getattr(self, name)) for name in self.__dataclass_fields__}

@@ -75,6 +75,7 @@ class TaskGovernanceStage:
         duty = binding.duty
         step = duty.process_step if duty is not None else None
         duty_preferred = duty.preferred_skill_ids if duty is not None else ()
+        goal_preferred = binding.goal.preferred_skill_ids if binding.goal is not None else ()
         manifest = ManifestFields(
             source_type=inp.source_type,
             source_id=inp.source_id,
@@ -93,7 +94,7 @@ class TaskGovernanceStage:
             approval_ref=inp.approval_ref if approved else None,
             skill_id=inp.skill_id,
             skill_hint=(duty.skill_id or duty.skill_hint) if duty is not None else None,
-            preferred_skill_ids=tuple(dict.fromkeys((*inp.preferred_skill_ids, *duty_preferred))),
+            preferred_skill_ids=tuple(dict.fromkeys((*inp.preferred_skill_ids, *duty_preferred, *goal_preferred))),
         )
         return GovernanceOutcome(manifest, decision, duty, gate_ref)
 
