@@ -425,7 +425,7 @@ def test_with_slack_credentials_results_and_escalations_reach_people(
 
         visitor = httpx.post(f"{server.url}/api/v1/service/demo/helpdesk/chat/stream", json={"message": OUTAGE})
         assert visitor.status_code == 200, visitor.text
-        posted = vendor.calls(POST)
+        posted = vendor.wait_for(POST, 4)  # #metrics, the alert and the escalation to Dana, the hand-over to Maya
 
     # the weekly review: reports/ and #metrics once; the mail to Sam cannot go without SMTP credentials
     assert run["state"] == "completed" and repeated["created"] is False
