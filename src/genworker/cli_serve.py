@@ -79,7 +79,7 @@ def serve(settings: Settings) -> int:
                     "Listening on %s: /health answers now, /readiness says 503 until the runtime has started",
                     where,
                 )
-                runtime.begin()
+                runtime.begin(self.lifespan.state)
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             starting.stop()  # requests still waiting for the runtime are answered 503

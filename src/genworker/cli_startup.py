@@ -111,10 +111,11 @@ class RuntimeStart:
         self.lifespan: LifespanOn | None = None
         self._task: asyncio.Task[None] | None = None
 
-    def begin(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="runtime-start")
+    def begin(self, state: dict[str, Any]) -> None:
+        """Start loading; `state` is the server's lifespan state, which every request's scope copies."""
+        self._task = asyncio.get_running_loop().create_task(self._run(state), name="runtime-start")
 
-    async def _run(self) -> None:
+    async def _run(self, state: dict[str, Any]) -> None:
         try:
             app = await _in_daemon_thread(self._load)
             import uvicorn
@@ -122,6 +123,7 @@ class RuntimeStart:
 
             self.starting.phase = RUNTIME_STARTING
             self.lifespan = LifespanOn(uvicorn.Config(app, lifespan="on", log_config=None, proxy_headers=False))
+            self.lifespan.state = state  # what the application's lifespan yields reaches its requests
             await self.lifespan.startup()  # logs "Application startup complete." or why it failed
             if self.lifespan.should_exit:
                 self.starting.failed("the application's start-up failed: see the log")
