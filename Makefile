@@ -37,6 +37,7 @@ bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same ru
 	$(PY) bench/channels_ingest.py
 	$(PY) bench/waiting.py
 	$(PY) bench/memory.py
+	$(PY) bench/startup.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
