@@ -23,11 +23,12 @@ import yaml
 from frontmatter.default_handlers import YAMLHandler
 from pydantic import AliasChoices, BaseModel, ValidationError
 
+from genworker.workspace import inputs
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.limits import SizeLimit, describe_size
 from genworker.workspace.models.base import NoteKind, Recorder, recording
 
-__all__ = ["Document", "explaining", "read_json", "read_markdown", "read_text", "validate"]
+__all__ = ["Document", "explaining", "explaining_active", "read_json", "read_markdown", "read_text", "validate"]
 
 M = TypeVar("M", bound=BaseModel)
 _YAML = YAMLHandler()
@@ -173,7 +174,7 @@ def read_json(path: Path, rel: str, *, limit: SizeLimit | None = None) -> Docume
 def read_text(path: Path, rel: str, limit: SizeLimit | None = None) -> str:
     """The UTF-8 text of a regular file; its size is checked against `limit` before reading."""
     try:
-        info = path.stat()
+        info = inputs.stat(path)  # recorded for the load cache, before the read
         if not stat.S_ISREG(info.st_mode):
             raise WorkspaceError.single(rel, "cannot read: not a regular file")
         if limit is not None and info.st_size > limit.max_bytes:
@@ -247,6 +248,10 @@ def explaining() -> Iterator[None]:
 
 
 _EXPLAINING: ContextVar[bool] = ContextVar("genworker_explaining", default=False)
+
+
+def explaining_active() -> bool:
+    return _EXPLAINING.get()
 
 
 def _notes(doc: Document, obj: BaseModel, raw: Any, recorder: Recorder) -> Iterator[Issue]:

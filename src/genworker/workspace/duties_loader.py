@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from genworker.workspace import inputs
 from genworker.workspace.documents import Document, read_markdown, validate
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.models import DutySpec
@@ -24,7 +25,7 @@ DEFAULTS_FILE = "_defaults.md"
 def load_duties(scope: Scope, folder: Path, issues: Collector, files: dict[str, str]) -> dict[str, DutySpec]:
     shared: dict[str, Any] = {}
     defaults_path = folder / DEFAULTS_FILE
-    if defaults_path.is_file():
+    if inputs.is_file(defaults_path):
 
         def read_defaults() -> tuple[Document, list[Issue]]:
             scope.check(defaults_path)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from genworker.ids import is_inside
+from genworker.workspace import inputs
 from genworker.workspace.documents import Document, read_markdown, read_text, validate
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.limits import SizeLimit
@@ -71,7 +72,7 @@ def load_contacts(
     contacts.update(_contact_files(scope, root / settings.configured_dir, issues, files, inline))
     contacts.update(_contact_files(scope, root / settings.discovered_dir, issues, files, frozenset()))
     index = root / settings.index_file
-    if index.is_file():
+    if inputs.is_file(index):
         if is_inside(scope.root, index):
             _check_index(scope.rel(index), index, scope.limits.contact_index, issues)
         else:

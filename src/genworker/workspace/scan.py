@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from genworker.ids import InvalidIdError, validate_id
+from genworker.workspace import inputs
 from genworker.workspace.documents import read_markdown
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.limits import DEFAULT_LIMITS, FileLimits, SizeLimit
@@ -68,7 +69,7 @@ class Scope:
 
         With `id_kind`, a child whose name is not a valid id is reported and skipped.
         """
-        if not folder.is_dir():
+        if not inputs.is_dir(folder):
             return
         if not self.inside(folder):
             issues.error(self.rel(folder), "refused: symlink leaves the workspace")

@@ -6,6 +6,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from genworker.workspace import inputs
 from genworker.workspace.documents import Document, read_markdown, validate
 from genworker.workspace.errors import Issue, WorkspaceError
 from genworker.workspace.models.skill import (
@@ -82,7 +83,7 @@ def _python_graph_problem(scope: Scope, folder: Path, graph: Graph) -> str:
     if parts[0] != "workspace" or len(parts) < 2:
         return f"graph.module {module!r} is refused: only a Python file in the skill's own folder ({own}) can be used"
     path = scope.root.joinpath(*parts[1:]).with_suffix(".py")
-    if not path.is_relative_to(folder) or not scope.inside(path) or not path.is_file():
+    if not path.is_relative_to(folder) or not scope.inside(path) or not inputs.is_file(path):
         return f"graph.module {module!r} is refused: it must name a .py file in the skill's own folder ({own})"
     return ""
 
@@ -183,7 +184,7 @@ def _skill_folders(scope: Scope, folder: Path, issues: Collector, depth: int = 0
     """Folders holding a SKILL.md, also inside group folders (as upstream's recursive scan); a
     skill folder's own sub-folders (scripts/, assets/) are its resources, never skills."""
     for child in scope.entries(folder, issues, dirs=True):
-        if (child / "SKILL.md").is_file():
+        if inputs.is_file(child / "SKILL.md"):
             yield child
             continue
         nested = list(_skill_folders(scope, child, issues, depth + 1)) if depth < _MAX_DEPTH else []

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from genworker.workspace import inputs
 from genworker.workspace.documents import read_json, validate
 from genworker.workspace.errors import Issue, WorkspaceError
+from genworker.workspace.load_cache import LoadSession, TenantCache
 from genworker.workspace.models import SkillLevel, Tenant
 from genworker.workspace.scan import Collector, Scope
 from genworker.workspace.skills import effective_skills, load_skills
@@ -31,9 +33,43 @@ def load_system_skills(scope: Scope, product_skills: Path | None) -> tuple[Mappi
     return effective_skills(*layers), issues.issues
 
 
-def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], version: int = 0) -> TenantState:
-    """Load a tenant and all its workers. Raises WorkspaceError when TENANT.json is unusable."""
+def load_tenant(
+    scope: Scope,
+    folder: Path,
+    system_skills: Mapping[str, Skill],
+    version: int = 0,
+    cache: LoadSession | None = None,
+) -> TenantState:
+    """Load a tenant and all its workers. Raises WorkspaceError when TENANT.json is unusable.
+
+    With `cache`, a worker none of whose inputs changed comes from the load cache."""
     issues = Collector()
+    with inputs.tracking() as found:
+        tenant, skills = _tenant_and_skills(scope, folder, issues)
+    tenant_cache = None if cache is None else cache.tenant(tenant.tenant_id, found)
+    state = TenantState(tenant=tenant, skills=frozen_map(skills))
+    workers: dict[str, Worker] = {}
+    failures: dict[str, WorkerFailure] = {}
+    for worker_dir in scope.entries(folder / "workers", issues, dirs=True, id_kind="worker id"):
+        if not (worker_dir / "PERSONA.md").exists():
+            issues.warn(scope.rel(worker_dir), "no PERSONA.md: not a worker (skipped)")
+            continue
+        result = load_tenant_worker(scope, state, system_skills, worker_dir, version, tenant_cache)
+        if isinstance(result, Worker):
+            workers[result.worker_id] = result
+        else:
+            failures[result.worker_id] = result
+    problems = tuple(i for i in issues.issues if i.severity != "note")
+    return replace(
+        state,
+        workers=frozen_map(workers),
+        failures=frozen_map(failures),
+        issues=problems,
+        notes=tuple(issues.notes),
+    )
+
+
+def _tenant_and_skills(scope: Scope, folder: Path, issues: Collector) -> tuple[Tenant, dict[str, Skill]]:
     path = folder / "TENANT.json"
     if not path.is_file():
         raise WorkspaceError.single(scope.rel(path), "missing TENANT.json")
@@ -52,27 +88,7 @@ def load_tenant(scope: Scope, folder: Path, system_skills: Mapping[str, Skill], 
             "tenant_id",
             doc.line_of(["tenant_id"]),
         )
-    skills = load_skills(scope, folder / "skills", SkillLevel.TENANT, issues, trust_level=tenant.trust_level)
-    state = TenantState(tenant=tenant, skills=frozen_map(skills))
-    workers: dict[str, Worker] = {}
-    failures: dict[str, WorkerFailure] = {}
-    for worker_dir in scope.entries(folder / "workers", issues, dirs=True, id_kind="worker id"):
-        if not (worker_dir / "PERSONA.md").exists():
-            issues.warn(scope.rel(worker_dir), "no PERSONA.md: not a worker (skipped)")
-            continue
-        result = load_tenant_worker(scope, state, system_skills, worker_dir, version)
-        if isinstance(result, Worker):
-            workers[result.worker_id] = result
-        else:
-            failures[result.worker_id] = result
-    problems = tuple(i for i in issues.issues if i.severity != "note")
-    return replace(
-        state,
-        workers=frozen_map(workers),
-        failures=frozen_map(failures),
-        issues=problems,
-        notes=tuple(issues.notes),
-    )
+    return tenant, load_skills(scope, folder / "skills", SkillLevel.TENANT, issues, trust_level=tenant.trust_level)
 
 
 def default_worker_issues(state: TenantState) -> list[Issue]:
@@ -85,11 +101,20 @@ def default_worker_issues(state: TenantState) -> list[Issue]:
 
 
 def load_tenant_worker(
-    scope: Scope, state: TenantState, system_skills: Mapping[str, Skill], folder: Path, version: int
+    scope: Scope,
+    state: TenantState,
+    system_skills: Mapping[str, Skill],
+    folder: Path,
+    version: int,
+    cache: TenantCache | None = None,
 ) -> Worker | WorkerFailure:
     inherited = effective_skills(system_skills, state.skills)
+    cached = None if cache is None else cache.lookup(folder.name)
+    if cached is not None:
+        return replace(cached, skills=effective_skills(inherited, cached.skills), version=version)
     try:
-        worker, _ = load_worker(scope, state.tenant, folder, inherited)
+        with inputs.tracking() as found:
+            worker, _ = load_worker(scope, state.tenant, folder, inherited)
     except WorkspaceError as exc:
         errors = tuple(i for i in exc.issues if i.severity != "note")
         notes = tuple(i for i in exc.issues if i.severity == "note")
@@ -98,4 +123,6 @@ def load_tenant_worker(
         log.exception("unexpected error loading worker %s/%s", state.tenant_id, folder.name)
         issue = Issue("error", scope.rel(folder), f"internal error while loading: {type(exc).__name__}: {exc}")
         return WorkerFailure(state.tenant_id, folder.name, (issue,), version)
+    if cache is not None:
+        cache.store(worker, found)
     return replace(worker, version=version)
