@@ -258,7 +258,7 @@ def test_a_version_1_confirmation_still_reads_and_an_unknown_version_is_refused(
     found = store.get("acme", "alice", "cf_0123456789abcdef")
     assert found is not None and (found.kind, found.reminders, found.source_type) == ("gate", 0, "task")
     decided = store.decide("acme", "alice", "cf_0123456789abcdef", "approved", "dana")
-    assert json.loads((folder / "cf_0123456789abcdef.json").read_text(encoding="utf-8"))["schema_version"] == 2
+    assert json.loads((folder / "cf_0123456789abcdef.json").read_text(encoding="utf-8"))["schema_version"] == 3
     assert decided.status == "approved"
     (folder / "cf_0123456789abcdef.json").write_text(json.dumps({**old, "schema_version": 9}), encoding="utf-8")
     with pytest.raises(ConfirmationError, match="unsupported schema_version 9"):

@@ -18,6 +18,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from genworker.api.app import create_app
+from genworker.auth import ApiKeyStore
 from genworker.autonomy.heartbeat import HEARTBEAT_NAME, TOPIC_ISOLATED_REPORTED, HeartbeatReport
 from genworker.autonomy.inbox import InboxItem, InboxState, new_item
 from genworker.conversation import main_session_id
@@ -259,6 +260,33 @@ def test_a_sensor_that_requires_approval_gates_the_task(
     (ref,) = meta(workspace)["task_refs"]
     assert ref["run_state"] == "waiting_approval"
     assert [c["run_id"] for c in meta(workspace)["open_concerns"]] == [record.run_id]  # still open
+
+
+def test_an_approved_gated_task_keeps_the_skills_its_item_preferred(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer, keyword_skill: Callable[[str, str], str]
+) -> None:
+    skills = workspace / "tenants/acme/workers/alice/skills"
+    for name, keyword in (("triage", "alert"), ("billing", "invoice")):
+        (skills / name).mkdir(parents=True)
+        (skills / name / "SKILL.md").write_text(keyword_skill(name, keyword), encoding="utf-8")
+
+    def runs_billing(body: dict[str, Any]) -> None:
+        assert "Do the invoice work" in json.dumps(body), "expected the item's preferred skill (billing)"
+
+    model_server.expect(Reply("Paid.", check=runs_billing))
+    auth = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        metadata = {"duty_id": "payments", "preferred_skill_ids": ["billing"]}
+        item = hook({"title": "have a look"}, sensor="gated", route="task", metadata=metadata)
+        (result,) = beat(client, runtime, item).items
+        assert run_record(client, runtime, result.run_id or "").state == "waiting_approval"
+        [pending] = client.get("/api/v1/workers/alice/confirmations", headers=auth).json()["confirmations"]
+        approved = client.post(f"/api/v1/workers/alice/confirmations/{pending['confirmation_id']}/approve", headers=auth)
+        assert approved.status_code == 200, approved.text
+        assert runtime.router is not None
+        runs = call(client, lambda: runtime.router.tasks.list_runs("acme", "alice"))  # type: ignore[union-attr]
+    assert sorted(str(r.state) for r in runs) == ["completed", "superseded"]
+    assert len(model_server.requests) == 1
 
 
 def test_blocked_work_is_recorded_with_its_reason(

@@ -88,6 +88,7 @@ class Settler:
             duty_id=req.duty_id,
             trigger_id=req.trigger_id,
             goal_id=req.goal_id,
+            preferred_skill_ids=req.preferred_skill_ids,
             evidence=req.evidence.as_json() or None,  # the approved run reaches the same gate with it
         )
         reason = "; ".join(r.message for r in outcome.decision.reasons if r.code != "default")

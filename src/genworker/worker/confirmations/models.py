@@ -25,8 +25,8 @@ __all__ = [
     "summary_line",
 ]
 
-SCHEMA_VERSION = 2  # 2 added reminders, routing fields and tool confirmations; 1 still reads
-_READABLE: Final = frozenset({1, SCHEMA_VERSION})
+SCHEMA_VERSION = 3  # 2 added reminders, routing fields and tool confirmations, 3 preferred_skill_ids; all read
+_READABLE: Final = frozenset({1, 2, SCHEMA_VERSION})
 Status = Literal["pending", "approved", "rejected"]
 TimeoutAction = Literal["remind", "escalate", "remind_then_escalate", "close"]
 ReminderKind = Literal["remind", "escalate", "close"]
@@ -77,6 +77,7 @@ class Confirmation:
     duty_id: str | None = None
     trigger_id: str | None = None
     goal_id: str | None = None
+    preferred_skill_ids: tuple[str, ...] = ()  # the request's own (the duty's and goal's are re-added)
     # "gate": the governance stage gated the task; "tool": a tool call inside a run waits — `tool_call`
     # is {"id", "name", "arguments"}, run under `posture` once approved; "interrupt": a LangGraph graph
     # asked a person (`tool_call` holds its value): approving or rejecting continues the graph

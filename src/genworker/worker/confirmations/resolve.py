@@ -104,6 +104,7 @@ async def resolve(
         duty_id=decided.duty_id,
         trigger_id=decided.trigger_id,
         goal_id=decided.goal_id,
+        preferred_skill_ids=decided.preferred_skill_ids,
         approval_ref=confirmation_id if decided.kind == "gate" else decided.approval_ref,
         evidence=evidence_from(decided.evidence or {}, f"confirmation {confirmation_id} evidence"),
         resume=resume,

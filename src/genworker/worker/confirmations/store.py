@@ -85,7 +85,8 @@ class ConfirmationStore:
         if unknown:
             raise ConfirmationError(f"{path}: unknown fields {unknown}")
         data["reasons"] = tuple(data.get("reasons", ()))
-        data["schema_version"] = SCHEMA_VERSION  # a version 1 file has every new field at its default
+        data["preferred_skill_ids"] = tuple(data.get("preferred_skill_ids", ()))
+        data["schema_version"] = SCHEMA_VERSION  # an older file has every new field at its default
         return Confirmation(**data)
 
     def list(self, tenant_id: str, worker_id: str, status: Status | None = None) -> list[Confirmation]:
