@@ -17,6 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from genworker.api.app import create_app
+from genworker.api.runs import route_error
 from genworker.engine.base import RunResult
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
@@ -114,7 +115,7 @@ def test_the_router_refuses_a_parent_run_of_another_tenant(
 
         with pytest.raises(RouteError, match="only ever delegated within its own tenant") as raised:
             client.portal.call(first)  # type: ignore[union-attr]
-        assert raised.value.code == "cross_tenant" and raised.value.status == 403
+        assert raised.value.code == "cross_tenant" and route_error(raised.value).status == 403
 
 
 def manifest(run_id: str, worker_id: str, parent: str | None = None) -> TaskManifest:

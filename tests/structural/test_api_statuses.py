@@ -6,8 +6,8 @@ through every function of genworker.api they call:
 
 - `ApiError(N, ...)`, `HTTPException(N, ...)`, `error_response(N, ...)` and `status_code=N` with a
   literal status;
-- `start_run(...)`: every status the router raises a RouteError with (read from src/genworker/worker:
-  `RouteError(..., status)` and the `super().__init__` of its subclasses, such as ServiceBusy's 429);
+- `start_run(...)`: every status api/runs.py answers a RouteError with (`ROUTE_STATUSES`, by code;
+  404 for a code it does not name), such as ServiceBusy's 429;
 - `ApiError(exc.status, ...)` where `exc` is an error that carries its own status (`CARRIERS`: caught
   by `except X as exc` or a parameter `exc: X`): every status X or a subclass is made with under its
   package (the literal statuses of its constructor calls and its subclasses' `__init__`).
@@ -37,7 +37,7 @@ from starlette.routing import BaseRoute
 import genworker
 from genworker.api.app import create_app
 from genworker.api.errors import ApiError, error_responses
-from genworker.api.runs import start_run
+from genworker.api.runs import ROUTE_STATUSES, start_run
 from genworker.settings import load_settings
 
 SRC = Path(genworker.__file__).resolve().parent
@@ -46,7 +46,6 @@ ERRORS = frozenset({"ApiError", "HTTPException", "error_response"})
 
 # error classes that carry an HTTP status the API passes on as it is -> where they are made
 CARRIERS: Mapping[str, Path] = {
-    "RouteError": SRC / "worker",
     "WebhookError": SRC / "autonomy/sensing",
     "ChannelError": SRC / "channels",
 }
@@ -120,7 +119,22 @@ def _statuses_in(call: ast.Call) -> set[int]:
 
 
 def carried_statuses() -> dict[str, frozenset[int]]:
-    return {name: raised_statuses(name, root) for name, root in CARRIERS.items()}
+    carried = {name: raised_statuses(name, root) for name, root in CARRIERS.items()}
+    carried["RouteError"] = frozenset({*ROUTE_STATUSES.values(), 404})  # what start_run answers a RouteError with
+    return carried
+
+
+def route_error_codes(root: Path = SRC / "worker") -> set[str]:
+    """The literal codes RouteError (or a subclass's `super().__init__`) is raised with under `root`."""
+    codes: set[str] = set()
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "RouteError"]
+        for cls in ast.walk(tree):
+            if isinstance(cls, ast.ClassDef) and any(_name(b) == "RouteError" for b in cls.bases):
+                calls += [n for n in ast.walk(cls) if isinstance(n, ast.Call) and _name(n.func) == "__init__"]
+        codes |= {c.args[0].value for c in calls if c.args and isinstance(c.args[0], ast.Constant)}
+    return codes
 
 
 def _name(node: ast.AST) -> str:
@@ -183,8 +197,9 @@ class StatusReader:
                     reach.statuses |= _literal_statuses(node.args[0])
                 else:
                     reach.unread.append(f"{where}: {ast.unparse(node)}")
-            elif name == "start_run":
+            elif name in ("start_run", "route_error"):  # api/runs.py: a RouteError answered by its code
                 reach.statuses |= self.carried["RouteError"]
+                continue
             callee = fn.__globals__.get(name) if isinstance(node.func, ast.Name) else None
             if inspect.isfunction(callee):
                 self._function(callee, reach, seen)
@@ -262,6 +277,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> FastAPI:
 def test_the_errors_that_carry_a_status_are_read() -> None:
     carried = carried_statuses()
     assert carried["RouteError"] == {403, 404, 422, 429}  # 429: ServiceBusy (a service at its capacity)
+    assert route_error_codes() == set(ROUTE_STATUSES)  # no code the API would answer 404 unnoticed
     assert carried["WebhookError"] >= {400, 401, 404, 413}
     assert carried["ChannelError"] >= {400, 401, 403, 503}  # VerificationError's 401 is a default
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 from genworker.api.errors import ApiError
@@ -20,9 +20,18 @@ from genworker.runtime.composition import Runtime
 from genworker.worker.router import RouteAccepted, RouteError, RouteRequest, RouterEvent, WorkerRouter
 from genworker.worker.routing import RouteEvents
 
-__all__ = ["RunHandle", "start_run"]
+__all__ = ["ROUTE_STATUSES", "RunHandle", "route_error", "start_run"]
 
 log = logging.getLogger("genworker.api")
+
+# The status the API answers a request the router cannot route with, by RouteError code.
+ROUTE_STATUSES: Mapping[str, int] = {
+    "worker_not_found": 404,
+    "skill_not_found": 404,  # like an unknown worker
+    "cross_tenant": 403,
+    "invalid_thread_id": 422,
+    "service_busy": 429,
+}
 
 
 @dataclass
@@ -33,6 +42,13 @@ class RunHandle:
     async def events(self) -> AsyncIterator[RouterEvent]:
         async for event in self._events:
             yield event
+
+
+def route_error(exc: RouteError) -> ApiError:
+    """The API's answer to a request the router refused: its code and message as they are; a busy
+    service's Retry-After."""
+    headers = {"Retry-After": str(exc.retry_after_s)} if exc.retry_after_s is not None else None
+    return ApiError(ROUTE_STATUSES.get(exc.code, 404), exc.code, str(exc), headers)
 
 
 def router_of(runtime: Runtime) -> WorkerRouter:
@@ -48,7 +64,7 @@ async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
     try:
         route = await router.accept(req)
     except RouteError as exc:
-        raise ApiError(exc.status, exc.code, str(exc), exc.headers) from None
+        raise route_error(exc) from None
     run_id = route.accepted.run_id
     events = RouteEvents()
 

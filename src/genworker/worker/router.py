@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, assert_never
 
 from genworker.conversation import SessionManager, ThreadQueue
 from genworker.conversation.models import session_id_for
@@ -66,11 +66,8 @@ __all__ = [
     "RouteRequest",
     "RouterEvent",
     "WorkerRouter",
-    "history_from_openai",
     "run_to_end",
 ]
-
-Message = Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +109,10 @@ class WorkerRouter:
         is recorded then)."""
         worker = self.resolve(req.tenant_id, req.worker_id)
         if req.parent is not None and req.parent.tenant_id != req.tenant_id:
-            raise RouteError("cross_tenant", "work is only ever delegated within its own tenant", 403)
+            raise RouteError("cross_tenant", "work is only ever delegated within its own tenant")
         if self.service is not None:  # a busy service refuses a new conversation; a handed-over one moves
             req, worker = await self.service.admit(req, worker)
-        if req.skill_id is not None and req.skill_id not in worker.skills:  # 404, like an unknown worker
+        if req.skill_id is not None and req.skill_id not in worker.skills:
             raise RouteError("skill_not_found", f"worker {req.worker_id!r} has no skill {req.skill_id!r}")
         accepted = RouteAccepted(self._thread_id(req), f"run_{uuid.uuid4().hex}", f"task_{uuid.uuid4().hex}")
         return Route(req, worker, accepted)
@@ -245,7 +242,7 @@ class WorkerRouter:
             if req.conversational:
                 session_id_for("thread", req.worker_id, thread_id)
         except ValueError as exc:
-            raise RouteError("invalid_thread_id", str(exc), 422) from None
+            raise RouteError("invalid_thread_id", str(exc)) from None
         return thread_id
 
 
@@ -298,17 +295,3 @@ def _asking(result: RunResult, question: str | None) -> RunResult:
     if question is None or result.status != "completed":
         return result
     return replace(result, output=f"{result.output}\n\n{question}")
-
-
-def history_from_openai(messages: Sequence[Mapping[str, Any]]) -> tuple[str, tuple[Message, ...]]:
-    """(the last user message, everything before it) from an OpenAI-style messages list."""
-    for index in range(len(messages) - 1, -1, -1):
-        if messages[index].get("role") == "user":
-            content = messages[index].get("content")
-            text = (
-                content
-                if isinstance(content, str)
-                else " ".join(part.get("text", "") for part in content or () if isinstance(part, Mapping))
-            )
-            return text, tuple(dict(m) for m in messages[:index])
-    raise RouteError("validation_error", "messages must contain a user message", 422)

@@ -35,11 +35,14 @@ Message = Mapping[str, Any]
 
 
 class RouteError(Exception):
-    """The request cannot be routed (4xx): unknown worker, unknown skill, bad thread id."""
+    """The request cannot be routed; raised before the run is accepted, with nothing recorded.
+    `code` says why: worker_not_found, skill_not_found, cross_tenant (a parent run of another
+    tenant), invalid_thread_id, service_busy (with `retry_after_s`, when a place should be free).
+    The API answers each code with its own status (api/runs.py)."""
 
-    def __init__(self, code: str, message: str, status: int = 404, headers: Mapping[str, str] | None = None) -> None:
-        self.code, self.status = code, status
-        self.headers = dict(headers or {})  # e.g. Retry-After of a busy service
+    def __init__(self, code: str, message: str, *, retry_after_s: int | None = None) -> None:
+        self.code = code
+        self.retry_after_s = retry_after_s
         super().__init__(message)
 
 

@@ -65,7 +65,7 @@ class ServiceBusy(RouteError):
             f"{name} is helping as many people as it can right now. Please try again in a few minutes "
             f"(in about {retry_after_s} seconds a place should be free)."
         )
-        super().__init__("service_busy", text, 429, {"Retry-After": str(retry_after_s)})
+        super().__init__("service_busy", text, retry_after_s=retry_after_s)
 
 
 @dataclass(frozen=True, slots=True)

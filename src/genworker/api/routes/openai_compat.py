@@ -17,12 +17,13 @@ from genworker.api.auth import principal_worker, require_principal
 from genworker.api.bodies import RequestBody
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
+from genworker.api.openai_messages import history_from_openai
 from genworker.api.runs import RunHandle, start_run
 from genworker.auth import Principal
 from genworker.engine.base import RunResult
 from genworker.engine.events import RunError, TextDelta
 from genworker.runtime.composition import Runtime
-from genworker.worker.router import RouteDone, RouteError, RouteRequest, history_from_openai
+from genworker.worker.router import RouteDone, RouteRequest, RouterEvent, run_to_end
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
@@ -97,10 +98,7 @@ async def chat_completions(body: CompletionRequest, principal: Auth, runtime: Ru
     if body.tools:
         raise ApiError(400, "unsupported_parameter", "tools are not accepted: the worker uses its own tools")
     tenant_id, worker_id = principal_worker(principal, body.model)
-    try:
-        text, history = history_from_openai([m.model_dump(exclude_unset=True) for m in body.messages])
-    except RouteError as exc:
-        raise ApiError(exc.status, exc.code, str(exc)) from None
+    text, history = history_from_openai([m.model_dump(exclude_unset=True) for m in body.messages])
     req = RouteRequest(tenant_id, worker_id, text, "openai", principal.key_id, conversational=False, history=history)
     handle = await start_run(runtime, req)
     created = int(time.time())
@@ -131,13 +129,17 @@ async def chat_completions(body: CompletionRequest, principal: Auth, runtime: Ru
 
 
 async def _result(handle: RunHandle) -> RunResult:
-    error: RunError | None = None
-    async for event in handle.events():
-        if isinstance(event, RouteDone):
-            return event.result
-        error = event if isinstance(event, RunError) else error
-    if error is not None:  # the run could not be recorded (api/runs.py): its error id, not a guess
-        raise ApiError(500, error.code, error.message)
+    errors: list[RunError] = []
+
+    def keep_error(event: RouterEvent) -> None:
+        if isinstance(event, RunError):
+            errors.append(event)
+
+    done = await run_to_end(handle.events(), on_event=keep_error)
+    if done is not None:
+        return done.result
+    if errors:  # the run could not be recorded (api/runs.py): its error id, not a guess
+        raise ApiError(500, errors[-1].code, errors[-1].message)
     raise ApiError(500, "internal_error", "the run ended without a result")
 
 
