@@ -51,7 +51,8 @@ class Reply:
     tool_calls: tuple[ToolCallReply, ...] = ()
     prompt_tokens: int = 10
     completion_tokens: int = 5
-    check: Callable[[dict[str, Any]], None] | None = None  # assertions on the request body
+    # assertions on the request body: an AssertionError, or a False result, fails the test at assert_done
+    check: Callable[[dict[str, Any]], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,8 @@ class ScriptedModelServer:
             case Reply():
                 if step.check is not None:
                     try:
-                        step.check(body)
+                        if step.check(body) is False:
+                            raise AssertionError(f"check {getattr(step.check, '__qualname__', step.check)} was false")
                     except AssertionError as exc:
                         self.failures.append(f"request {len(self.requests)}: {exc}")
                 if body.get("stream"):
