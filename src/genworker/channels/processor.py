@@ -47,7 +47,7 @@ from genworker.channels.redelivery import DueTimes, RedeliveryPolicy
 from genworker.channels.registry import ChannelRegistry
 from genworker.engine.events import ApprovalRequired, TextDelta
 from genworker.observability.metrics import CHANNEL_UNDELIVERED, GaugeSample, record_channel_redelivery
-from genworker.worker.router import RouteDone, RouteRequest, WorkerRouter
+from genworker.worker.router import RouteDone, RouteRequest, RouterEvent, WorkerRouter, run_to_end
 from genworker.worker.service import ServiceBusy
 
 __all__ = ["FAILURE_TEXT", "ChannelProcessor", "Outcome", "approval_text", "session_thread_id"]
@@ -442,16 +442,19 @@ class ChannelProcessor:
         self, req: RouteRequest, message: ChannelMessage, on_text: Callable[[str], None] | None
     ) -> tuple[RouteDone, ApprovalRequired | None] | _Busy | None:
         assert self.router is not None and req.idempotency_key is not None
-        approval: ApprovalRequired | None = None
+        approval: list[ApprovalRequired] = []
+
+        def seen(event: RouterEvent) -> None:
+            if isinstance(event, TextDelta) and on_text is not None:
+                on_text(event.text)
+            elif isinstance(event, ApprovalRequired):
+                approval.append(event)
+
         self._routing[req.idempotency_key] = message
         try:
-            async for event in self.router.route_stream(req):
-                if isinstance(event, TextDelta) and on_text is not None:
-                    on_text(event.text)
-                elif isinstance(event, ApprovalRequired):
-                    approval = event
-                elif isinstance(event, RouteDone):
-                    return event, approval
+            done = await run_to_end(self.router.route_stream(req), on_event=seen)
+            if done is not None:
+                return done, approval[-1] if approval else None
         except ServiceBusy as busy:  # refused before a run was accepted: nothing to retry
             log.info("[Channels] %s on %s: %s is full; asked to try again", message.event_id, message.adapter_id,
                      message.worker_id)  # fmt: skip

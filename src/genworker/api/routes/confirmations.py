@@ -27,7 +27,7 @@ from genworker.worker.confirmations.models import (
     ConfirmationNotFound,
 )
 from genworker.worker.confirmations.resolve import resolve
-from genworker.worker.router import RouteDone, RouteRequest
+from genworker.worker.router import RouteRequest, run_to_end
 from genworker.worker.task import RunRecord
 
 __all__ = ["confirmation_view", "router"]
@@ -92,10 +92,7 @@ async def decide(
     async def run(req: RouteRequest) -> tuple[RunRecord | None, str]:
         # in the runtime's background: a client that goes away does not stop the approved run
         handle = await start_run(runtime, req)
-        done = None
-        async for event in handle.events():
-            if isinstance(event, RouteDone):
-                done = event
+        done = await run_to_end(handle.events())
         return (done.record, done.result.output) if done is not None else (None, "")
 
     try:

@@ -52,7 +52,7 @@ from genworker.events import EventBus, Subscription
 from genworker.events.models import Event
 from genworker.worker.governance.errors import GovernanceInputError
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence, evidence_from
-from genworker.worker.router import RouteAccepted, RouteDone, RouteRequest, WorkerRouter
+from genworker.worker.router import RouteAccepted, RouteRequest, RouterEvent, WorkerRouter, run_to_end
 from genworker.worker.task import RunRecord, RunState
 from genworker.workspace.models.duty import (
     ConditionTrigger,
@@ -89,17 +89,17 @@ async def route_through(
 ) -> tuple[RunRecord, bool]:
     """Route `req` to its end; (the run, whether this request created it). `on_accepted` learns the
     run's id as soon as the router accepts it."""
-    accepted: str | None = None
-    done: RouteDone | None = None
-    async for event in router.route_stream(req):
+    accepted: list[str] = []  # the run id the router gave this request
+
+    def seen(event: RouterEvent) -> None:
         if isinstance(event, RouteAccepted):
-            accepted = event.run_id
+            accepted.append(event.run_id)
             if on_accepted is not None:
-                on_accepted(accepted)
-        elif isinstance(event, RouteDone):
-            done = event
+                on_accepted(event.run_id)
+
+    done = await run_to_end(router.route_stream(req), on_event=seen)
     assert done is not None
-    return done.record, done.record.run_id == accepted
+    return done.record, done.record.run_id in accepted
 
 
 def event_matches(trigger: EventTrigger, worker: Worker, event: Event) -> bool:
