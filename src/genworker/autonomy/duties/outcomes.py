@@ -107,7 +107,8 @@ class DutyOutcomes:
         self, worker: Worker, duty: DutySpec, ref: RunRef, result: RunResult, tool_calls: Sequence[ToolCallRecord]
     ) -> RunResult:
         """A completed engine result checked against the contract (the run waits in `evaluating`);
-        the result the run is recorded with. Other results pass through."""
+        the result the run is recorded with (other results pass through), and the escalations that
+        result will call for written down before it is recorded."""
         terms = duty_terms(duty)
         checks: tuple[ContractCheck, ...] = ()
         if result.status == "completed" and (
