@@ -84,3 +84,22 @@ def test_two_processes_starting_at_once_leave_a_usable_cache(demo_workspace: Pat
     assert cache.last is not None
     assert (cache.last.cached, cache.last.parsed, cache.last.problem) == (len(fresh.workers()), 0, "")
     assert not [p.name for p in (demo_workspace / "runtime" / "cache").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_server_starts_from_the_cache_the_previous_start_wrote(
+    demo_workspace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from genworker.api.app import create_app
+    from genworker.settings import load_settings
+
+    monkeypatch.setattr("genworker.workspace.load_cache.SETTLE_NS", -3600 * 10**9)  # the copy is seconds old
+    (tmp_path / "configs").mkdir()
+    starts = []
+    for _ in range(3):
+        with TestClient(create_app(load_settings(tmp_path / "configs", {}, workspace=demo_workspace))) as client:
+            registry = client.app.state.runtime.registry  # type: ignore[attr-defined]
+            starts.append((registry.cache.last.cached, registry.cache.last.parsed, len(registry.workers())))
+    workers = starts[0][2]
+    assert starts == [(0, workers, workers), (workers, 0, workers), (workers, 0, workers)]

@@ -13,6 +13,7 @@ import pickle
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from genworker.workspace import load_cache as load_cache_module
 from genworker.workspace.documents import explaining
 from genworker.workspace.load_cache import CACHE_FILE, SETTLE_NS, LoadCache
 from genworker.workspace.registry import WorkspaceRegistry
+from genworker.workspace.snapshot import Worker
 
 HOUR_NS = 3600 * 10**9
 
@@ -57,6 +59,9 @@ def load(ws, cache: LoadCache | None) -> WorkspaceRegistry:
 
 def same(a: WorkspaceRegistry, b: WorkspaceRegistry) -> None:
     assert a.workers() == b.workers()
+    for x, y in zip(a.workers(), b.workers(), strict=True):  # == does not compare which fields a file set
+        assert x.persona.model_fields_set == y.persona.model_fields_set
+        assert [d.model_fields_set for d in x.duties.values()] == [d.model_fields_set for d in y.duties.values()]
     assert a.failures() == b.failures()
     assert a.issues() == b.issues()
     assert a.notes() == b.notes()
@@ -93,64 +98,80 @@ def test_a_restart_serves_every_worker_from_the_cache_with_the_same_result(ws) -
     assert worker.skills["shared"] is second.tenant("acme").skills["shared"]  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(
-    "edit",
-    [
-        pytest.param("same_size_same_mtime", id="in place, same size, mtime put back"),
-        pytest.param("replaced", id="replaced by a new file (editor save)"),
-        pytest.param("duty_added", id="a new duty file"),
-        pytest.param("goal_deleted", id="a goal file deleted"),
-        pytest.param("index_added", id="contacts/index.jsonl appears"),
-        pytest.param("defaults_added", id="duties/_defaults.md appears"),
-    ],
-)
+def _same_size_same_mtime(ws, folder: Path) -> None:
+    persona = folder / "PERSONA.md"
+    before = persona.stat()
+    text = persona.read_text(encoding="utf-8")
+    with persona.open("r+", encoding="utf-8") as fh:  # in place: same inode
+        fh.write(text.replace("Be helpful.", "Be HELPFUL."))
+    os.utime(persona, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = persona.stat()
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+
+
+def _replaced(ws, folder: Path) -> None:
+    tmp = folder / ".PERSONA.md.tmp"
+    tmp.write_text((folder / "PERSONA.md").read_text(encoding="utf-8").replace("helpful", "HELPFUL"), encoding="utf-8")
+    tmp.replace(folder / "PERSONA.md")
+
+
+def _state_folders(ws, folder: Path) -> None:
+    (folder / "runtime" / "outbox").mkdir(parents=True)
+    (ws.root / "tenants" / "acme" / "sessions").mkdir()
+
+
+def _instructions(worker: Worker | None) -> object:
+    return worker.instructions if worker else None
+
+
+# edit made while down -> what acme/w shows after the restart (None: it failed to load)
+EDITS: dict[str, tuple[Callable[[Any, Path], object], Callable[[Worker | None], object], object]] = {
+    "in place, same size, mtime put back": (_same_size_same_mtime, _instructions, "Be HELPFUL."),
+    "replaced by a new file (editor save)": (_replaced, _instructions, "Be HELPFUL."),
+    "a new duty file": (lambda ws, _: ws.duty("intake"), lambda w: w and sorted(w.duties), ["intake", "triage"]),
+    "a goal file deleted": (lambda _, f: (f / "goals" / "launch.md").unlink(), lambda w: w and dict(w.goals), {}),
+    "contacts/index.jsonl appears": (
+        lambda ws, f: ws.write(f"{f}/contacts/index.jsonl", "not json\n"),
+        lambda w: w,
+        None,
+    ),
+    "duties/_defaults.md appears": (
+        lambda ws, f: ws.write(f"{f}/duties/_defaults.md", "---\nposture:\n  default: draft\n---\n"),
+        lambda w: w and w.duties["triage"].posture.default,
+        "draft",
+    ),
+    "CHANNEL_CREDENTIALS.json appears": (
+        lambda ws, f: ws.write(f"{f}/CHANNEL_CREDENTIALS.json", '{"slack": {"bot_token": "x", "signing_secret": "s"}}'),
+        lambda w: w and w.credentials is not None,
+        True,
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
 def test_an_edit_made_while_the_process_was_down_is_seen(ws, edit: str) -> None:
     build(ws)
     cache = cache_for(ws)
     load(ws, cache)
     folder = ws.worker_dir("acme", "w")
-    persona = folder / "PERSONA.md"
     next_tick(ws, *folder.rglob("*"))
-    if edit == "same_size_same_mtime":
-        before = persona.stat()
-        text = persona.read_text(encoding="utf-8")
-        with persona.open("r+", encoding="utf-8") as fh:  # in place: same inode
-            fh.write(text.replace("Be helpful.", "Be HELPFUL."))
-        os.utime(persona, ns=(before.st_atime_ns, before.st_mtime_ns))
-        after = persona.stat()
-        assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
-    elif edit == "replaced":
-        tmp = folder / ".PERSONA.md.tmp"
-        tmp.write_text(persona.read_text(encoding="utf-8").replace("Be helpful.", "Be HELPFUL."), encoding="utf-8")
-        tmp.replace(persona)
-    elif edit == "duty_added":
-        ws.duty("intake")
-    elif edit == "goal_deleted":
-        (folder / "goals" / "launch.md").unlink()
-    elif edit == "index_added":
-        ws.write("tenants/acme/workers/w/contacts/index.jsonl", "not json\n")
-    else:
-        ws.write("tenants/acme/workers/w/duties/_defaults.md", "---\nposture:\n  default: draft\n---\n")
+    change, show, expected = EDITS[edit]
+    change(ws, folder)
     restarted = load(ws, cache)
     assert cache.last is not None
     assert (cache.last.cached, cache.last.parsed) == (2, 1)  # only acme/w is parsed again
     same(restarted, load(ws, None))
-    worker = restarted.worker("acme", "w")
-    if edit in ("same_size_same_mtime", "replaced"):
-        assert worker is not None
-        assert worker.instructions == "Be HELPFUL."
-    elif edit == "duty_added":
-        assert worker is not None
-        assert sorted(worker.duties) == ["intake", "triage"]
-    elif edit == "goal_deleted":
-        assert worker is not None
-        assert dict(worker.goals) == {}
-    elif edit == "index_added":
-        assert worker is None
-        assert any(i.file.endswith("contacts/index.jsonl") and i.line == 1 for i in restarted.issues())
-    else:
-        assert worker is not None
-        assert worker.duties["triage"].posture.default == "draft"
+    assert show(restarted.worker("acme", "w")) == expected
+
+
+def test_runtime_state_folders_next_to_the_definitions_are_not_edits(ws) -> None:
+    build(ws)
+    cache = cache_for(ws)
+    load(ws, cache)
+    _state_folders(ws, ws.worker_dir("acme", "w"))
+    load(ws, cache)
+    assert cache.last is not None
+    assert (cache.last.cached, cache.last.parsed) == (3, 0)
 
 
 def test_a_tenant_or_system_skill_edit_reloads_the_workers_that_inherit_it(ws) -> None:
@@ -363,7 +384,8 @@ def test_clear_removes_the_file(ws) -> None:
 
 def test_every_path_a_worker_load_looks_at_is_part_of_its_key(ws, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the loader stats, lists or opens must be recorded, or sit in a recorded folder (whose
-    mtime changes when an entry comes or goes), or be the worker folder's ancestor (symlink checks).
+    mtime changes when an entry comes or goes), or be a folder above a recorded path (the symlink
+    checks: a folder made a symlink changes what the paths below it resolve to).
     A new file access in the loader that bypasses workspace/inputs.py fails here."""
     build(ws)
     ws.write("tenants/acme/workers/w/contacts/index.jsonl", '{"person_id": "dana"}\n')
@@ -377,7 +399,8 @@ def check_worker_inputs(monkeypatch: pytest.MonkeyPatch, root: Path, product_ski
     checked = _touched_by_worker_loads(monkeypatch, root, product_skills)
     for folder, touched, recorded in checked:
         for path in touched:
-            ok = path in recorded or str(Path(path).parent) in recorded or folder.is_relative_to(path)
+            above = folder.is_relative_to(path) or any(r.startswith(path + os.sep) for r in recorded)
+            ok = path in recorded or str(Path(path).parent) in recorded or above
             assert ok, f"{path} was looked at while loading {folder} but is not in its inputs"
     return len(checked)
 

@@ -519,7 +519,7 @@ class Runtime:
 
 def build_runtime(settings: Settings) -> Runtime:
     """Build components in dependency order. Blocking: call it from a thread in async code."""
-    registry = WorkspaceRegistry.from_settings(settings)
+    registry = WorkspaceRegistry.from_settings(settings, cache=True)
     llm = LLMClient(load_model_config(settings))
     runtime = Runtime(
         settings=settings,

@@ -1,63 +1,73 @@
 """Which paths a load looked at, and what they were: the key of a cached load.
 
 While `tracking()` is active, the loader's file accesses go through `stat`, `is_file` and
-`is_dir` here, which record each path's identity (`FileStamp`) or its absence. A file read
-records its folder too: a folder's mtime changes whenever an entry is created, deleted or
-renamed in it, so a file that appears next to the ones read (`CHANNEL_CREDENTIALS.json`, a
-graph module) is seen. Outside `tracking()` these are plain `os.stat` calls.
+`is_dir` here, which record each path's identity (`FileStamp`) or its absence. A folder that is
+listed is recorded itself: its mtime changes whenever an entry is created, deleted or renamed in
+it. The folders of files read are not: the runtime creates its state folders (`runtime/`,
+`memory/` …) next to PERSONA.md and TENANT.json, which must not count as an edit; a file looked
+for there (`CHANNEL_CREDENTIALS.json`) goes through `is_file`. Outside `tracking()` these are
+plain `os.stat` calls.
 """
 
 from __future__ import annotations
 
 import os
 import stat as stat_module
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+import struct
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["FileStamp", "Inputs", "current_stamp", "is_dir", "is_file", "stat", "tracking"]
+__all__ = ["Inputs", "Key", "is_dir", "is_file", "stamps_now", "stat", "tracking"]
 
-FileStamp = tuple[int, int, int, int, int, int]
-"""(st_mode, st_ino, st_dev, st_size, st_mtime_ns, st_ctime_ns). ctime cannot be set by a
-program (mtime can, e.g. `touch -d` or an archive extract), and changes with every write."""
+# A stamp: st_mode, st_ino, st_dev, st_size, st_mtime_ns, st_ctime_ns, packed (a few bytes
+# instead of seven objects per path). ctime cannot be set by a program (mtime can: `touch -d`,
+# an archive extract) and changes with every write. An absent path has mode -1.
+_STAMP = struct.Struct("<qQQqqq")
+_ABSENT = _STAMP.pack(-1, 0, 0, 0, 0, 0)
+
+Key = tuple[tuple[str, ...], bytes]
+"""The paths looked at, in order, and their stamps joined: equal keys, unchanged inputs."""
 
 
-def _stamp(info: os.stat_result) -> FileStamp:
-    return (info.st_mode, info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+def _pack(info: os.stat_result) -> bytes:
+    return _STAMP.pack(info.st_mode, info.st_ino, info.st_dev, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
 
 
-def current_stamp(path: str) -> FileStamp | None:
-    """What `path` is now (None: absent or unreadable), comparable with a recorded stamp."""
-    try:
-        return _stamp(os.stat(path))  # noqa: PTH116 - a str path: no Path object per check on the warm path
-    except (OSError, ValueError):
-        return None
+def stamps_now(paths: Iterable[str]) -> bytes:
+    """The stamps of `paths` as they are now, comparable with a recorded key's."""
+    out = []
+    for path in paths:
+        try:
+            out.append(_pack(os.stat(path)))  # noqa: PTH116 - a str path: no Path object per check on the warm path
+        except (OSError, ValueError):
+            out.append(_ABSENT)
+    return b"".join(out)
 
 
 @dataclass(slots=True)
 class Inputs:
-    """Path (absolute, as the loader named it) -> stamp when first looked at, or None: absent."""
+    """Path (absolute, as the loader named it) -> its stamp when first looked at."""
 
-    stamps: dict[str, FileStamp | None] = field(default_factory=dict)
+    stamps: dict[str, bytes] = field(default_factory=dict)
+    newest_ns: int = 0  # the latest mtime or ctime among them
 
-    def items(self) -> tuple[tuple[str, FileStamp | None], ...]:
-        return tuple(self.stamps.items())
-
-    def newest_ns(self) -> int:
-        """The latest mtime or ctime among the recorded paths (0 when none)."""
-        return max((max(s[4], s[5]) for s in self.stamps.values() if s is not None), default=0)
+    def key(self) -> Key:
+        return tuple(self.stamps), b"".join(self.stamps.values())
 
     def record(self, path: Path) -> os.stat_result:
-        """`os.stat(path)`, keeping the first stamp seen (or None when it raises)."""
+        """`os.stat(path)`, keeping the first stamp seen (absent when it raises)."""
         key = str(path)
         try:
             info = os.stat(key)  # noqa: PTH116
         except OSError:
-            self.stamps.setdefault(key, None)
+            self.stamps.setdefault(key, _ABSENT)
             raise
-        self.stamps.setdefault(key, _stamp(info))
+        if key not in self.stamps:
+            self.stamps[key] = _pack(info)
+            self.newest_ns = max(self.newest_ns, info.st_mtime_ns, info.st_ctime_ns)
         return info
 
 
@@ -76,15 +86,9 @@ def tracking() -> Iterator[Inputs]:
 
 
 def stat(path: Path) -> os.stat_result:
-    """`path.stat()` for a file about to be read: records the file and its folder."""
+    """`path.stat()` for a file about to be read (recorded before the read)."""
     found = _ACTIVE.get()
-    if found is None:
-        return path.stat()
-    parent = path.parent
-    if str(parent) not in found.stamps:
-        with suppress(OSError):
-            found.record(parent)
-    return found.record(path)
+    return path.stat() if found is None else found.record(path)
 
 
 def is_file(path: Path) -> bool:

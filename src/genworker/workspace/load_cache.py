@@ -3,8 +3,8 @@ workspace does not parse and validate every file again.
 
 A worker is served from the cache only when nothing it was made from can have changed:
 
-- every path its load looked at (files read, their folders, folders listed, files found
-  absent: `inputs.py`) has the same mode, inode, device, size, mtime_ns and ctime_ns;
+- every path its load looked at (files read, folders listed, files found absent: `inputs.py`)
+  has the same mode, inode, device, size, mtime_ns and ctime_ns;
 - the tenant's and the system layer's inputs (TENANT.json, tenant, system and product skills)
   have too, since inherited skills and the tenant's trust level shape a worker;
 - the file was written by this cache schema, the same genworker code (the version and every
@@ -39,11 +39,12 @@ from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic_core import PydanticUndefined
 
 import genworker
 from genworker.fsutil import write_atomic
 from genworker.workspace.documents import explaining_active
-from genworker.workspace.inputs import FileStamp, Inputs, current_stamp
+from genworker.workspace.inputs import Inputs, Key, stamps_now
 from genworker.workspace.limits import FileLimits
 from genworker.workspace.models import SkillLevel
 from genworker.workspace.snapshot import Worker, frozen_map
@@ -58,13 +59,11 @@ SETTLE_NS = 2_000_000_000  # coarser than any local file system's timestamps (FA
 _MAGIC = b"genworker-load-cache\n"
 _FRAME = struct.Struct("<IQ")  # crc32 of the rest, length of the header
 
-Stamps = tuple[tuple[str, FileStamp | None], ...]
-
 
 @dataclass(frozen=True, slots=True)
 class _Entry:
-    inputs: Stamps
-    context: Stamps  # the system's and the tenant's inputs
+    inputs: Key
+    context: tuple[Key, Key]  # the system's and the tenant's inputs
     worker: Worker  # its own skills only; version 0
 
 
@@ -87,13 +86,13 @@ class LoadCache:
         *,
         path: Path | None = None,
         clock: Callable[[], int] = time.time_ns,
-        settle_ns: int = SETTLE_NS,
+        settle_ns: int | None = None,
     ) -> None:
         self.root = root
         self.path = path if path is not None else root / CACHE_FILE
         self.limits = limits
         self._clock = clock
-        self._settle_ns = settle_ns
+        self._settle_ns = SETTLE_NS if settle_ns is None else settle_ns
         self.last: CacheStats | None = None  # of the latest load
 
     def begin(self) -> LoadSession:
@@ -166,11 +165,11 @@ class LoadSession:
         self._new: dict[tuple[str, str], _Entry] = {}
         self._settled_before_ns = settled_before_ns
         self.stats = stats
-        self.system: Stamps = ()
+        self.system: Key = ((), b"")
         self._system_settled = False
 
     def set_system(self, found: Inputs) -> None:
-        self.system = found.items()
+        self.system = found.key()
         self._system_settled = self._settled(found)
 
     def tenant(self, tenant_id: str, found: Inputs) -> TenantCache | None:
@@ -179,7 +178,7 @@ class LoadSession:
         if explaining_active():
             return None
         storable = self._system_settled and self._settled(found)
-        return TenantCache(self, tenant_id, (*self.system, *found.items()), storable)
+        return TenantCache(self, tenant_id, (self.system, found.key()), storable)
 
     def finish(self) -> CacheStats:
         """Write the file when what it would hold changed (a worker stored, changed or gone)."""
@@ -188,14 +187,14 @@ class LoadSession:
         return self.stats
 
     def _settled(self, found: Inputs) -> bool:
-        return found.newest_ns() < self._settled_before_ns
+        return found.newest_ns < self._settled_before_ns
 
 
 @dataclass(slots=True)
 class TenantCache:
     session: LoadSession
     tenant_id: str
-    context: Stamps
+    context: tuple[Key, Key]
     storable: bool  # the context's inputs are settled
 
     def lookup(self, worker_id: str) -> Worker | None:
@@ -214,12 +213,13 @@ class TenantCache:
             return
         own = {name: skill for name, skill in worker.skills.items() if skill.level is SkillLevel.WORKER}
         kept = replace(worker, skills=frozen_map(own), version=0)
-        self.session._new[(self.tenant_id, worker.worker_id)] = _Entry(found.items(), self.context, kept)
+        self.session._new[(self.tenant_id, worker.worker_id)] = _Entry(found.key(), self.context, kept)
         self.session.stats.stored += 1
 
 
-def _unchanged(stamps: Iterable[tuple[str, FileStamp | None]]) -> bool:
-    return all(current_stamp(path) == stamp for path, stamp in stamps)
+def _unchanged(key: Key) -> bool:
+    paths, stamps = key
+    return stamps_now(paths) == stamps
 
 
 def _ignored(stats: CacheStats, problem: str) -> dict[tuple[str, str], _Entry]:
@@ -270,9 +270,37 @@ def _code_stamp() -> int:
 # compatibility notes) and is the fastest to read back: docs/benchmarks.md, "Restart from the
 # load cache". Reading is restricted to the value classes a workspace load makes.
 
+_new_object = object.__new__
+_set_slot = object.__setattr__
+
+
+def _model(cls: type[BaseModel], values: dict[str, Any], fields_set: set[str], extra: Any, private: Any) -> Any:
+    """A model as it was validated, without validating it again: the header guarantees the same
+    code made it. Cheaper than pydantic's `__setstate__` (no state dict per model)."""
+    obj = _new_object(cls)
+    _set_slot(obj, "__dict__", values)
+    _set_slot(obj, "__pydantic_fields_set__", fields_set)
+    _set_slot(obj, "__pydantic_extra__", extra)
+    _set_slot(obj, "__pydantic_private__", private)
+    return obj
+
+
+def _reduce_model(obj: BaseModel) -> tuple[Any, ...]:
+    private = obj.__pydantic_private__
+    if private:  # as pydantic's __getstate__: unset private attributes are left out
+        private = {k: v for k, v in private.items() if v is not PydanticUndefined}
+    return (_model, (type(obj), obj.__dict__, obj.__pydantic_fields_set__, obj.__pydantic_extra__, private))
+
 
 def _refuse_secret(value: object) -> tuple[Any, ...]:
     raise pickle.PicklingError(f"a {type(value).__name__} is never written to the load cache")
+
+
+def _subclasses(cls: type) -> Iterable[type]:
+    sub: type
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
 
 
 class _Pickler(pickle.Pickler):
@@ -284,7 +312,10 @@ class _Pickler(pickle.Pickler):
 
 def _dumps(value: object) -> bytes:
     out = io.BytesIO()
-    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    pickler = _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+    models = (c for c in _subclasses(BaseModel) if c.__module__.startswith("genworker."))
+    pickler.dispatch_table = {**_Pickler.dispatch_table, **dict.fromkeys(models, _reduce_model)}
+    pickler.dump(value)
     return out.getvalue()
 
 
@@ -299,6 +330,7 @@ _STDLIB: frozenset[tuple[str, str]] = frozenset(
         ("decimal", "Decimal"),
         ("re", "_compile"),
         ("genworker.workspace.snapshot", "frozen_map"),
+        ("genworker.workspace.load_cache", "_model"),
         ("genworker.workspace.limits", "FileLimits"),
         ("genworker.workspace.limits", "SizeLimit"),
     }

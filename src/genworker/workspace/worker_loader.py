@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
+from genworker.workspace import inputs
 from genworker.workspace.documents import Document, read_json, read_markdown, validate
 from genworker.workspace.duties_loader import load_duties
 from genworker.workspace.errors import Issue, WorkspaceError
@@ -106,7 +107,7 @@ _SLACK_SIGNING = (
 
 
 def _load_credentials(scope: Scope, path: Path, issues: Collector) -> ChannelCredentials | None:
-    if not path.is_file():
+    if not inputs.is_file(path):  # recorded when absent too: the load cache sees it appear
         return None
     rel = scope.rel(path)
 
