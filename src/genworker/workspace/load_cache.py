@@ -311,11 +311,10 @@ class _Pickler(pickle.Pickler):
 
 
 def _dumps(value: object) -> bytes:
-    out = io.BytesIO()
-    pickler = _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
     models = (c for c in _subclasses(BaseModel) if c.__module__.startswith("genworker."))
-    pickler.dispatch_table = {**_Pickler.dispatch_table, **dict.fromkeys(models, _reduce_model)}
-    pickler.dump(value)
+    _Pickler.dispatch_table.update(dict.fromkeys(models, _reduce_model))  # read when a pickler is made
+    out = io.BytesIO()
+    _Pickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
     return out.getvalue()
 
 
