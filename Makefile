@@ -28,6 +28,7 @@ check: $(STAMP)  ## validate the workspace
 
 bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same run (docs/benchmarks.md)
 	$(PY) bench/run.py
+	$(PY) bench/restart.py
 	$(PY) bench/engine.py
 	$(PY) bench/planning.py
 	$(PY) bench/chat_http.py

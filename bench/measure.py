@@ -32,6 +32,7 @@ __all__ = [
     "profile_load",
     "stats",
     "time_calls",
+    "write_results",
 ]
 
 LIVE_TIMEOUT_S = 30.0  # generous: these only bound a hang, the figures do not depend on them
@@ -95,6 +96,13 @@ def cold_load(ws: Workspace, repeats: int) -> dict[str, Any]:
         "ratio_min": load_stats["min"] / base_stats["min"],
         "samples": {"load_all_s": loads, "baseline_s": bases},
     }
+
+
+def write_results(out: Path, results: dict[str, Any]) -> None:
+    """`results` as JSON to `out` (its folder made), and a line saying so with the run's wall time."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"\nwrote {out} (whole run {results['bench_wall_s']:.0f} s)")
 
 
 def time_calls(fn: Callable[[], object], repeats: int) -> list[float]:

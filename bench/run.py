@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import platform
 import random
@@ -31,6 +30,7 @@ from measure import (
     profile_load,
     stats,
     time_calls,
+    write_results,
 )
 from synthetic import Workspace, generate
 
@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     print(_table(results))
     if profile is not None:
         print(_profile_table(profile))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    print(f"\nwrote {args.out} (whole run {results['bench_wall_s']:.0f} s)")
+    write_results(args.out, results)
     return 0
 
 

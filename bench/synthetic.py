@@ -284,7 +284,7 @@ def _persona(rng: random.Random, worker_id: str, role: str, department: str, def
                 "reply_mode": "streaming",
                 "features": {"cards": True, "mentions_only": False},
             },
-            {"type": "email", "connection_mode": "polling", "reply_mode": "complete"},
+            {"type": "email", "connection_mode": "polling", "chat_ids": ["INBOX"], "reply_mode": "complete"},
         ],
         "contacts": contacts,
         "contact_settings": {"context_limit": 15},
@@ -335,10 +335,10 @@ def _digest_duty(rng: random.Random, duty_id: str, skill: str) -> str:
                 "properties": {"items": {"type": "array", "items": {"type": "string"}}},
             },
             "decision_scope": ["summarise", "assign_owner"],
-            "sla": {"max_duration": "15m", "deliver_by": "09:30"},
-            "escalation": {"on_failure": "person-0"},
+            "sla": {"completion_time": "15m", "retries": 2},
+            "escalation": {"condition": "failed", "target": "person-0"},
             "approval": {"required": False},
-            "audit": {"retain_days": 90},
+            "audit": {"evidence": ["items"], "retain": "90d"},
         },
     }
     return _markdown(front, "Collect open items since the last run and post a digest.\n\n" + _paragraph(rng, 3))
