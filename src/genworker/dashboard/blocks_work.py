@@ -18,7 +18,18 @@ from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.router import WorkerRouter
 from genworker.worker.task import ACTIVE_STATES, RunRecord, RunState
 
-__all__ = ["activity", "command_backend", "decisions", "pending", "recent_runs", "runs", "suggestions", "tasks"]
+__all__ = [
+    "activity",
+    "command_backend",
+    "decisions",
+    "governance",
+    "pending",
+    "recent_runs",
+    "router_of",
+    "runs",
+    "suggestions",
+    "tasks",
+]
 
 RUN_WINDOW = 100  # runs the dashboard looks at, newest first
 SHOWN = 20
@@ -233,23 +244,32 @@ async def decisions(ctx: BlockContext) -> list[dict[str, Any]]:
     return await asyncio.to_thread(lambda: [_decision(snapshots, r) for r in found])
 
 
-def _decision(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any]:
+def governance(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any] | None:
+    """The governance decision a run was admitted under, with the reasons from its policy snapshot
+    when that is kept and readable (else the run record's own reasons); None without a decision."""
     verdict = run.provenance.governance_decision
-    assert verdict is not None
+    if verdict is None:
+        return None
     reasons = [{"code": "", "message": r} for r in verdict.reasons]
     ref = run.provenance.policy_snapshot_ref
-    if ref:  # an unreadable snapshot leaves the run record's own reasons
+    if ref:
         with contextlib.suppress(SnapshotError):
             snapshot = snapshots.load_policy(run.tenant_id, run.worker_id, ref)
             reasons = [{"code": r.code, "message": r.message} for r in snapshot.decision.reasons]
     return {
-        "at": run.timings.queued_at.isoformat(),
-        "run_id": run.run_id,
-        "source_type": run.provenance.source_type,
-        "duty_id": run.provenance.duty_id,
         "action": verdict.action,
         "posture": verdict.posture,
         "risk_tier": verdict.risk_tier,
         "reasons": reasons,
         "policy_ref": ref,
+    }
+
+
+def _decision(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any]:
+    return {
+        "at": run.timings.queued_at.isoformat(),
+        "run_id": run.run_id,
+        "source_type": run.provenance.source_type,
+        "duty_id": run.provenance.duty_id,
+        **(governance(snapshots, run) or {}),
     }

@@ -1,26 +1,33 @@
-"""The dashboard: the page and its assets, log in / log out with an API key, the session, and the
-JSON aggregator `GET /api/v1/workers/{w}/dashboard`, tenant-scoped like every API route."""
+"""The dashboard: the page and its assets, log in / log out with an API key, the session, the JSON
+aggregator `GET /api/v1/workers/{w}/dashboard` and the console's pages (overview, workspace health,
+usage, run view), tenant-scoped like every API route: the tenant is always the key's."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import HTMLResponse, RedirectResponse
 
 from genworker.api.auth import get_api_keys, principal_worker, require_principal, worker_not_found
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
-from genworker.api.params import SuggestionId, WorkerId
+from genworker.api.params import RunId, SuggestionId, WorkerId
 from genworker.auth import Principal
 from genworker.dashboard import BlockContext, DashboardAggregator, default_aggregator, static_dir
 from genworker.dashboard.aggregator import BlockUnavailable
-from genworker.dashboard.blocks_work import command_backend
+from genworker.dashboard.blocks_work import command_backend, router_of
+from genworker.dashboard.console import health, overview, visible_workers
+from genworker.dashboard.run_view import run_detail
 from genworker.dashboard.session import COOKIE, current_session, key_principal, signer_for
+from genworker.dashboard.usage import MAX_DAYS, usage, window_runs
 from genworker.runtime.composition import Runtime
+from genworker.worker.lifecycle import RunNotFound, TaskLifecycleError
+from genworker.worker.task import RunRef
 
 __all__ = ["router"]
 
@@ -29,7 +36,11 @@ router = APIRouter(tags=["dashboard"])
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
-_ASSETS = {"dashboard.css": "text/css; charset=utf-8", "dashboard.js": "text/javascript; charset=utf-8"}
+_ASSETS = {
+    "dashboard.css": "text/css; charset=utf-8",
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "charts.js": "text/javascript; charset=utf-8",
+}
 _PAGE_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
@@ -206,3 +217,73 @@ async def decide_suggestion(
     except ValueError as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     return {"suggestion": result}
+
+
+def _unavailable(exc: BlockUnavailable) -> ApiError:
+    return ApiError(503, "dashboard_unavailable", str(exc))
+
+
+@router.get(
+    "/api/v1/dashboard/overview",
+    summary="The key's tenant at a glance: workers, health, confirmations, spend",
+    responses=error_responses(503),
+)
+async def tenant_overview(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    try:
+        return await overview(runtime, principal, datetime.now(UTC))
+    except BlockUnavailable as exc:
+        raise _unavailable(exc) from None
+
+
+@router.get("/api/v1/dashboard/health", summary="Every load error and warning of the key's tenant, per file and line")
+async def workspace_health(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    return await asyncio.to_thread(health, runtime, principal)
+
+
+@router.get(
+    "/api/v1/dashboard/usage",
+    summary="Runs, failures, tokens and cost per day and tier, latency percentiles (the key's tenant)",
+    responses=error_responses(404, 503),
+)
+async def tenant_usage(
+    principal: Auth,
+    runtime: RuntimeDep,
+    worker_id: Annotated[
+        str | None, Query(max_length=200, description="one worker; all the key may use when absent")
+    ] = None,
+    days: Annotated[int, Query(ge=1, le=MAX_DAYS)] = 14,
+) -> dict[str, Any]:
+    if worker_id is not None:
+        tenant_id, name = principal_worker(principal, worker_id)
+        if runtime.registry.worker(tenant_id, name) is None:
+            raise worker_not_found(worker_id)
+        names = [name]
+    else:
+        names = visible_workers(runtime, principal)
+    now = datetime.now(UTC)
+    since = datetime.combine(now.date() - timedelta(days=days - 1), datetime.min.time(), UTC)
+    try:
+        runs = await window_runs(runtime, principal.tenant_id, names, since)
+    except BlockUnavailable as exc:
+        raise _unavailable(exc) from None
+    return {"tenant_id": principal.tenant_id, "workers": names, **usage(runs, days=days, now=now)}
+
+
+@router.get(
+    "/api/v1/workers/{worker_id}/dashboard/runs/{run_id}",
+    summary="The run view: provenance, governance, model and tool calls, deliverables, errors with the reason",
+    responses=error_responses(404, 500, 503),
+)
+async def run_view(worker_id: WorkerId, run_id: RunId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    tenant_id, name = principal_worker(principal, worker_id)
+    if runtime.registry.worker(tenant_id, name) is None:
+        raise worker_not_found(worker_id)
+    try:
+        run = await router_of(runtime).tasks.get_run(RunRef(tenant_id, name, run_id))
+    except BlockUnavailable as exc:
+        raise _unavailable(exc) from None
+    except (RunNotFound, ValueError):
+        raise ApiError(404, "run_not_found", f"no run {run_id!r} for worker {worker_id!r}") from None
+    except TaskLifecycleError as exc:
+        raise ApiError(500, "run_unreadable", str(exc)) from None
+    return await run_detail(runtime, run)
