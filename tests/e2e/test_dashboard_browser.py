@@ -97,6 +97,25 @@ def block(page: Any, name: str) -> Any:
     return page.locator(f'[data-block="{name}"]')
 
 
+def go(page: Any, hash_route: str) -> None:
+    """Follow a console deep link (`#/workers/assistant`, ...) and wait until its data is shown."""
+    from playwright.sync_api import expect
+
+    before = page.locator("body").get_attribute("data-loaded") or ""
+    page.evaluate("(h) => { location.hash = h; }", hash_route)
+    expect(page.locator("body")).not_to_have_attribute("data-loaded", before)
+
+
+def open_worker(page: Any, worker: str) -> None:
+    """The worker's page, chosen from the header's worker list as a person would."""
+    from playwright.sync_api import expect
+
+    before = page.locator("body").get_attribute("data-loaded") or ""
+    page.get_by_label("Worker", exact=True).select_option(worker)
+    expect(page.locator("body[data-page=worker]")).to_have_count(1)
+    expect(page.locator("body")).not_to_have_attribute("data-loaded", before)
+
+
 def tab_to(page: Any, selector: str, limit: int = 120) -> None:
     """Press Tab until the element matching `selector` has the focus (keyboard reachability)."""
     for _ in range(limit):
@@ -156,15 +175,19 @@ def test_log_in_see_the_demo_workers_and_approve_from_the_keyboard(
         page.get_by_label("API key").fill("")
         log_in(page, server.url, key)
         expect(page.locator("#tenant")).to_have_text("Tenant demo")
+        expect(page.locator("body[data-page=overview]")).to_have_count(1)  # the console opens on the overview
+        workers = page.locator("#worker option[value]:not([value=''])").all_inner_texts()
+        assert workers == ["analyst", "assistant", "helpdesk"]
+        open_worker(page, "assistant")
+        assert page.evaluate("location.hash") == "#/workers/assistant"
         expect(page.get_by_label("Worker", exact=True)).to_have_value("assistant")
-        assert page.locator("#worker option").all_inner_texts() == ["analyst", "assistant", "helpdesk"]
         expect(block(page, "workers")).to_contain_text("Iris")
         expect(block(page, "workers")).to_contain_text("Milo")
         expect(block(page, "profile")).to_contain_text("Personal assistant to the CEO")
         expect(block(page, "calendar")).to_contain_text("Morning brief for Dana")
         expect(block(page, "calendar")).to_contain_text("Times in America/New_York")
         expect(block(page, "capabilities")).to_contain_text("file_read")
-        expect(block(page, "channels")).to_contain_text("missing_credentials")
+        expect(block(page, "channels")).to_contain_text("Missing credentials")
         approve = page.get_by_role("button", name=re.compile(r"^Approve: "))
         expect(approve).to_have_count(1)
         assert page.evaluate(A11Y_PROBLEMS) == []
@@ -177,10 +200,10 @@ def test_log_in_see_the_demo_workers_and_approve_from_the_keyboard(
         expect(block(page, "pending")).to_contain_text("Nothing waits for a decision.")
         expect(block(page, "tasks")).to_contain_text("Done (1)")
         expect(block(page, "runs")).to_contain_text("2 model calls")  # the run and its evaluator turn
-        expect(block(page, "decisions")).to_contain_text("gated")
+        expect(block(page, "decisions")).to_contain_text("Needs approval")
         shot(page, "03-approved-and-ran")
 
-        page.get_by_label("Worker", exact=True).select_option("analyst")
+        open_worker(page, "analyst")
         expect(block(page, "goals")).to_contain_text("KPI baseline")
         expect(block(page, "goals")).to_contain_text("waits on automate-freshness-check")
 
@@ -199,6 +222,7 @@ def test_a_failing_block_degrades_and_the_rest_of_the_page_stays(
     key = ApiKeyStore(workspace).create("demo")[1]
     with serve(tmp_path, workspace, model_server) as server:
         log_in(page, server.url, key)
+        open_worker(page, "assistant")
         expect(block(page, "runs")).to_have_attribute("data-status", "ok")
         runs = workspace / "tenants/demo/workers/assistant/runs"
         runs.mkdir(parents=True, exist_ok=True)
@@ -296,6 +320,7 @@ def test_log_out_clears_every_block_and_the_next_tenant_never_sees_the_last_ones
     globex = ApiKeyStore(workspace).create("globex")[1]
     with serve(tmp_path, workspace, model_server) as server:
         log_in(page, server.url, demo)
+        open_worker(page, "assistant")
         expect(block(page, "profile")).to_contain_text("Personal assistant to the CEO")
         expect(block(page, "workers")).to_contain_text("Milo")
         assert demo_texts_on(page) == list(DEMO_TEXTS)
@@ -317,6 +342,8 @@ def test_log_out_clears_every_block_and_the_next_tenant_never_sees_the_last_ones
         page.get_by_label("API key").fill(globex)
         page.keyboard.press("Enter")
         expect(page.locator("#tenant")).to_have_text("Tenant globex")
+        assert page.evaluate("location.hash") == ""  # logging out left demo's worker page
+        open_worker(page, "gina")
         expect(block(page, "profile")).to_contain_text("Globex bookkeeper")
         route, answer = held[0]
         assert answer.ok and "Personal assistant to the CEO" in answer.text()
@@ -359,6 +386,7 @@ def test_a_rejected_reload_shows_until_the_file_is_fixed(
 
     with serve(tmp_path, workspace, model_server) as server:
         log_in(page, server.url, key)
+        open_worker(page, "assistant")
         expect(refused).to_be_hidden()
 
         persona.write_text("\n".join([*lines[:5], BROKEN_ROLE, *lines[6:]]), encoding="utf-8")

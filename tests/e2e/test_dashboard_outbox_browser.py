@@ -16,7 +16,7 @@ from typing import Any
 import httpx2 as httpx
 
 # the fixtures `browser` and `page` (imported as `x as x`: used by pytest, not by name here)
-from tests.e2e.test_dashboard_browser import A11Y_PROBLEMS, block, log_in, shot, tab_to
+from tests.e2e.test_dashboard_browser import A11Y_PROBLEMS, block, log_in, open_worker, shot, tab_to
 from tests.e2e.test_dashboard_browser import browser as browser
 from tests.e2e.test_dashboard_browser import page as page
 from tests.integration.test_outbox_api import CREDENTIALS, PERSONA  # alice, whose contact Dana is on Slack
@@ -61,9 +61,10 @@ def test_a_given_up_message_is_resent_from_the_page(
             assert answer.status_code == 200 and "RUN_FINISHED" in answer.text, answer.text
 
             log_in(page, server.url, key)
+            open_worker(page, "alice")
             outbox = block(page, "outbox")
             expect(outbox).to_contain_text("To Dana Lee (slack)")
-            expect(outbox).to_contain_text("given_up")
+            expect(outbox).to_contain_text("Given up")
             expect(outbox).to_contain_text("The deploy is done.")
             expect(outbox).to_contain_text("send_message")
             resend = page.get_by_role("button", name="Resend: to Dana Lee (slack)")

@@ -6,14 +6,13 @@ Run records are read once per request (`BlockContext.shared`) and shared by the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import asdict
 from typing import Any
 
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
+from genworker.dashboard.run_view import failure_reason, governance
 from genworker.runtime.composition import Runtime
 from genworker.worker.confirmations.models import Confirmation
-from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.router import WorkerRouter
 from genworker.worker.task import ACTIVE_STATES, RunRecord, RunState
@@ -22,7 +21,6 @@ __all__ = [
     "activity",
     "command_backend",
     "decisions",
-    "governance",
     "pending",
     "recent_runs",
     "router_of",
@@ -82,6 +80,7 @@ def _task(run: RunRecord) -> dict[str, Any]:
         "finished_at": run.timings.finished_at.isoformat() if run.timings.finished_at else None,
         "provenance": _provenance(run),
         "error": asdict(run.error) if run.error else None,
+        "reason": failure_reason(run),
         "waiting_on": run.pending_approval.tool if run.pending_approval else None,
         "undelivered": sum(d.state in _UNDELIVERED for d in run.deliveries),  # a duty result not (yet) sent
     }
@@ -242,27 +241,6 @@ async def decisions(ctx: BlockContext) -> list[dict[str, Any]]:
     snapshots = SnapshotStore(ctx.runtime.registry.root)
     found = [r for r in await recent_runs(ctx) if r.provenance.governance_decision is not None][:SHOWN]
     return await asyncio.to_thread(lambda: [_decision(snapshots, r) for r in found])
-
-
-def governance(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any] | None:
-    """The governance decision a run was admitted under, with the reasons from its policy snapshot
-    when that is kept and readable (else the run record's own reasons); None without a decision."""
-    verdict = run.provenance.governance_decision
-    if verdict is None:
-        return None
-    reasons = [{"code": "", "message": r} for r in verdict.reasons]
-    ref = run.provenance.policy_snapshot_ref
-    if ref:
-        with contextlib.suppress(SnapshotError):
-            snapshot = snapshots.load_policy(run.tenant_id, run.worker_id, ref)
-            reasons = [{"code": r.code, "message": r.message} for r in snapshot.decision.reasons]
-    return {
-        "action": verdict.action,
-        "posture": verdict.posture,
-        "risk_tier": verdict.risk_tier,
-        "reasons": reasons,
-        "policy_ref": ref,
-    }
 
 
 def _decision(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any]:

@@ -11,13 +11,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from genworker.dashboard.blocks_work import governance
 from genworker.runtime.composition import Runtime
 from genworker.tools.audit import WORKER_AUDIT_FILE
+from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.task import RunRecord, RunState
 
-__all__ = ["AUDIT_SCAN_BYTES", "failure_reason", "run_detail", "tool_audit"]
+__all__ = ["AUDIT_SCAN_BYTES", "failure_reason", "governance", "run_detail", "tool_audit"]
 
 AUDIT_SCAN_BYTES = 8 * 1024 * 1024  # the newest part of a worker's tool audit searched for a run's calls
 DELIVERABLE_CHARS = 20_000
@@ -68,6 +68,27 @@ def tool_audit(workspace_root: Path, run: RunRecord) -> dict[str, dict[str, Any]
             ):
                 found[str(record.get("call_id"))] = record  # the last record of a call id wins (approved re-run)
     return found
+
+
+def governance(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any] | None:
+    """The governance decision a run was admitted under, with the reasons from its policy snapshot
+    when that is kept and readable (else the run record's own reasons); None without a decision."""
+    verdict = run.provenance.governance_decision
+    if verdict is None:
+        return None
+    reasons = [{"code": "", "message": r} for r in verdict.reasons]
+    ref = run.provenance.policy_snapshot_ref
+    if ref:
+        with contextlib.suppress(SnapshotError):
+            snapshot = snapshots.load_policy(run.tenant_id, run.worker_id, ref)
+            reasons = [{"code": r.code, "message": r.message} for r in snapshot.decision.reasons]
+    return {
+        "action": verdict.action,
+        "posture": verdict.posture,
+        "risk_tier": verdict.risk_tier,
+        "reasons": reasons,
+        "policy_ref": ref,
+    }
 
 
 def _provenance(run: RunRecord) -> dict[str, Any]:
