@@ -40,6 +40,7 @@ def compare_formats(registry: WorkspaceRegistry, repeats: int) -> dict[str, Any]
     ways: list[tuple[str, Callable[[], object], str]] = [
         ("pickle, restricted unpickler (the load cache)", lambda: load_cache._loads(cache_blob), "exact"),
         ("pickle, plain unpickler", lambda: pickle.loads(cache_blob), "exact; any class"),
+        ("orjson.loads alone (dicts, no models)", lambda: orjson.loads(as_json), "not a result: the decode's share"),
         ("orjson + model_validate", lambda: validate(orjson.loads(as_json)), _same(models, validate(dumped))),
         ("orjson + model_construct", lambda: construct(orjson.loads(as_json)), "shallow: nested models stay dicts"),
     ]
@@ -49,6 +50,7 @@ def compare_formats(registry: WorkspaceRegistry, repeats: int) -> dict[str, Any]
         msgspec = None
     if msgspec is not None:
         encoded = msgspec.msgpack.encode(dumped)
+        ways.append(("msgspec msgpack decode alone", lambda: msgspec.msgpack.decode(encoded), "not a result"))
         ways.append(("msgspec msgpack + model_validate", lambda: validate(msgspec.msgpack.decode(encoded)), ""))
     rows = []
     for way, fn, note in ways:

@@ -221,7 +221,7 @@ def _table(r: dict[str, Any]) -> str:
             f"({rss['cached']} from the cache): {rss['mib_per_100_workers']:.1f} MiB per 100 workers"
         )
     if r["formats"]:
-        lines.append("\nreading the loaded models back (all workers; cpu, best of the samples)")
+        lines.append("\nreading the loaded models back (all workers; cpu, best of the samples; ratio: to the cache)")
         for row in r["formats"]["rows"]:
             lines.append(f"    {row['way']:58}{row['cpu_s']:>8.3f} s{row['ratio']:>7.2f}x  {row['note']}")
     return "\n".join(lines)
