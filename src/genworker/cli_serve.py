@@ -96,6 +96,7 @@ def serve(settings: Settings) -> int:
         log_level=settings.log_level.lower(),
         log_config=None,  # keep configure_logging's handler (JSON lines with GENWORKER_LOG_FORMAT=json)
         lifespan="off",  # the application's own lifespan runs once it has loaded (RuntimeStart)
+        ws="none",  # genworker serves no WebSocket route: no WebSocket library to import before listening
     )
     server = Server(config)
 

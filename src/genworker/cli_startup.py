@@ -56,11 +56,8 @@ class StartingApp:
             app = self.app
         if app is not None:
             await app(scope, receive, send)
-        elif scope["type"] == "http":
+        else:  # HTTP only: the server takes no WebSocket (cli_serve.py)
             await self._answer(scope, receive, send)
-        elif scope["type"] == "websocket":
-            await receive()  # websocket.connect
-            await send({"type": "websocket.close", "code": 1013})  # try again later
 
     def started(self, app: ASGIApp) -> None:
         self.app = app
@@ -122,7 +119,8 @@ class RuntimeStart:
             from uvicorn.lifespan.on import LifespanOn
 
             self.starting.phase = RUNTIME_STARTING
-            self.lifespan = LifespanOn(uvicorn.Config(app, lifespan="on", log_config=None, proxy_headers=False))
+            config = uvicorn.Config(app, lifespan="on", log_config=None, proxy_headers=False, ws="none")
+            self.lifespan = LifespanOn(config)
             self.lifespan.state = state  # what the application's lifespan yields reaches its requests
             await self.lifespan.startup()  # logs "Application startup complete." or why it failed
             if self.lifespan.should_exit:
