@@ -30,8 +30,9 @@ from wechatpy.enterprise.crypto import WeChatCrypto
 
 from genworker.api.app import create_app
 from genworker.autonomy.inbox import FileInboxStore
-from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage
+from genworker.channels.base import ChannelMessage
 from genworker.channels.ingest import FAILURE_TEXT
+from genworker.delivery.messages import DeliveryResult, OutboundMessage
 from genworker.settings import load_settings
 from genworker.testing import Fail, Reply, ScriptedModelServer, scripted_env
 from genworker.testing.channels import Handled

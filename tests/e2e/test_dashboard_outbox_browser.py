@@ -23,7 +23,7 @@ from tests.integration.test_outbox_api import CREDENTIALS, PERSONA  # alice, who
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.channels.redelivery import RedeliveryPolicy
+from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
 from genworker.testing.live_server import LiveServer

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.channels.base import OutboundMessage
+from genworker.delivery.messages import OutboundMessage
 from genworker.settings import load_settings
 from genworker.testing.credentials import SLACK_BOT_TOKEN, SLACK_SIGNING_SECRET
 from genworker.testing.live_server import LiveServer

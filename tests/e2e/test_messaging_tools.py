@@ -25,7 +25,8 @@ import pytest
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.channels.outbound import Outbox, OutboxEntry, RetryPolicy
+from genworker.channels.outbound import RetryPolicy
+from genworker.delivery.outbox import Outbox, OutboxEntry
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env

@@ -20,8 +20,9 @@ from slack_sdk.signature import SignatureVerifier
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage
+from genworker.channels.base import ChannelMessage
 from genworker.conversation import FileSessionStore, SessionManager
+from genworker.delivery.messages import DeliveryResult, OutboundMessage
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env
 from genworker.testing.channels import Handled

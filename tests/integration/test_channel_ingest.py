@@ -20,12 +20,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from genworker.autonomy.inbox import FileInboxStore
-from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundMessage, ReplayKey
+from genworker.channels.base import ChannelMessage, ReplayKey
 from genworker.channels.dedupe import MIN_TTL_S, FileDedupeStore, RedisDedupeStore
 from genworker.channels.errors import VerificationError
 from genworker.channels.ingest import FAILURE_TEXT, ChannelProcessor, EventJournal, create_channels
 from genworker.channels.registry import ChannelRegistry
 from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
+from genworker.delivery.messages import DeliveryResult, OutboundMessage
 from genworker.workspace.registry import WorkspaceRegistry
 
 PERSONA = """---

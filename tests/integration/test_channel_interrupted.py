@@ -104,7 +104,7 @@ def test_a_run_held_by_a_live_process_is_waited_for_then_run_again_once_it_is_go
 
     class Replier:
         async def reply(self, message: ChannelMessage, outbound: object) -> object:
-            from genworker.channels.base import DeliveryResult
+            from genworker.delivery.messages import DeliveryResult
 
             replies.append(getattr(outbound, "text", ""))
             return DeliveryResult(True, message.platform)

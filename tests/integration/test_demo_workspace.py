@@ -10,7 +10,7 @@ import pytest
 
 from genworker.autonomy.duties.contract import duty_terms
 from genworker.autonomy.duties.delivery import Unreachable, recipients_for
-from genworker.channels.outbound.recipients import find_contact, owner_of
+from genworker.delivery.recipients import find_contact, owner_of
 from genworker.workspace.models import SkillLevel, StrategyMode, WorkerMode
 from genworker.workspace.models.duty import CollaborationTrigger
 from genworker.workspace.registry import WorkspaceRegistry

@@ -27,10 +27,11 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from genworker.channels.base import ChannelMessage, OutboundMessage
+from genworker.channels.base import ChannelMessage
 from genworker.channels.email import CURSOR_SCHEMA_VERSION, EmailError, EmailPoller, EmailPolling
 from genworker.channels.outbound import ChannelDelivery
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
+from genworker.delivery.messages import OutboundMessage
 from genworker.workspace.registry import WorkspaceRegistry
 
 pytest.importorskip("pymap", reason="pymap (a pure-Python IMAP server) is a dev dependency")

@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from genworker.channels.base import ChannelMessage, OutboundMessage
-from genworker.channels.outbound import ChannelDelivery, RetryPolicy, Target, VendorEndpoints, VendorHttp
+from genworker.channels.base import ChannelMessage
+from genworker.channels.outbound import ChannelDelivery, RetryPolicy, VendorEndpoints, VendorHttp
 from genworker.channels.outbound.delivery import _Streamer
 from genworker.channels.registry import ChannelRegistry
+from genworker.delivery.messages import OutboundMessage, Target
 from genworker.testing.live_server import LiveServer
 from genworker.testing.vendors import Vendor, vendor_answer
 from genworker.workspace.registry import WorkspaceRegistry

@@ -14,18 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from genworker.channels.outbound import (
-    ChannelDelivery,
-    Outbox,
-    OutboxEntry,
-    OutboxError,
-    OutboxMessage,
-    Recipient,
-    RetryPolicy,
-    VendorEndpoints,
-)
-from genworker.channels.redelivery import DueTimes, RedeliveryPolicy
+from genworker.channels.outbound import ChannelDelivery, RetryPolicy, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
+from genworker.delivery.outbox import Outbox, OutboxEntry, OutboxError, OutboxMessage, Recipient
+from genworker.delivery.redelivery import DueTimes, RedeliveryPolicy
 from genworker.testing.live_server import LiveServer
 from genworker.testing.vendors import Vendor
 from genworker.workspace.registry import WorkspaceRegistry

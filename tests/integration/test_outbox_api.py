@@ -25,8 +25,8 @@ from fastapi.testclient import TestClient
 from genworker.api.app import create_app
 from genworker.api.routes.outbox import UndeliveredState
 from genworker.auth import ApiKeyStore
-from genworker.channels.outbound.outbox import UNDELIVERED, Outbox, OutboxEntry, OutboxMessage, Recipient
-from genworker.channels.redelivery import RedeliveryPolicy
+from genworker.delivery.outbox import UNDELIVERED, Outbox, OutboxEntry, OutboxMessage, Recipient
+from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env
@@ -208,7 +208,7 @@ def resend_in_another_process(workspace: Path, entry_id: str) -> str:
     code = f"""
 import asyncio
 from pathlib import Path
-from genworker.channels.outbound.outbox import Outbox
+from genworker.delivery.outbox import Outbox
 
 async def never(*args):
     raise AssertionError("sent from the other process")

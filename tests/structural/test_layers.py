@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"write_journal", "observability"}),
     frozenset({"workspace"}),  # file models and loading
     frozenset({"auth", "events", "conversation"}),  # stores and the bus
-    frozenset({"llm", "mail"}),  # clients of outside services: LiteLLM, IMAP
+    frozenset({"llm", "mail", "delivery"}),  # clients of outside services: LiteLLM, IMAP; the outbox
     frozenset({"tools"}),
     frozenset({"memory"}),
     frozenset({"engine"}),
@@ -48,16 +48,6 @@ LAYERS: tuple[frozenset[str], ...] = (
 # other work (#25 builtin send tools, #26 channels, duties delivery) or need a larger move.
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
     {
-        # tools -> channels: MessagingSlot (send_message, send_email) is typed by the outbox and the channel
-        # bindings, and worker/service.py and handoff.py send through it: it moves with outbound delivery
-        ("tools.builtin.messaging", "channels.outbound.outbox"),
-        ("tools.builtin.messaging", "channels.outbound.recipients"),
-        ("tools.builtin.messaging", "channels.registry"),
-        # worker -> channels: outbound delivery should sit below worker (#24 item 1, #26)
-        ("worker.handoff", "channels.outbound.outbox"),
-        ("worker.handoff", "channels.outbound.recipients"),
-        ("worker.handoff", "channels.registry"),
-        ("worker.service", "channels.outbound.outbox"),
         # channels -> autonomy (#26): an InboxWriter protocol
         ("channels.ingest", "autonomy.inbox"),
         ("channels.processor", "autonomy.inbox"),

@@ -209,7 +209,7 @@ async def test_items_are_kept_once_and_each_brief_takes_them_once(make_store: Ma
 
 async def test_channel_brief_sink_sends_markdown_through_a_channel_sender() -> None:
     from genworker.autonomy.briefs import ChannelBriefSink
-    from genworker.channels.base import DeliveryResult, OutboundMessage
+    from genworker.delivery.messages import DeliveryResult, OutboundMessage
 
     class Sender:
         """Records sends; the real ChannelDelivery is tested with the vendors' APIs in the channels tests."""

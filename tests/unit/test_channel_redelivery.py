@@ -9,7 +9,7 @@ import pytest
 
 from genworker.channels.ingest import redelivery_policy
 from genworker.channels.journal import EventJournal
-from genworker.channels.redelivery import RedeliveryPolicy
+from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.settings import SettingsError, load_settings
 
 

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from genworker.channels.base import OutboundMessage
 from genworker.channels.outbound.http import DeliveryError
-from genworker.channels.outbound.platform import Target
 from genworker.channels.outbound.wecom import WeComClient
+from genworker.delivery.messages import OutboundMessage, Target
 from genworker.workspace.models.credentials import WeComCredentials
 from genworker.workspace.registry import WorkspaceRegistry
 from genworker.workspace.watcher import ReloadTarget, classify

@@ -10,14 +10,8 @@ from pathlib import Path
 import pytest
 from tests.unit.conftest import WorkspaceFiles
 
-from genworker.channels.outbound.recipients import (
-    bound_chat,
-    contact_recipients,
-    email_capable,
-    find_contact,
-    owner_recipients,
-)
 from genworker.channels.registry import ChannelRegistry
+from genworker.delivery.recipients import bound_chat, contact_recipients, email_capable, find_contact, owner_recipients
 from genworker.tools.base import ToolCall
 from genworker.tools.builtin.mailbox import MailboxSlot, mailbox_tools
 from genworker.tools.builtin.messaging import MessagingSlot, messaging_tools

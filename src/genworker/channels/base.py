@@ -11,29 +11,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
+
+from genworker.delivery.messages import ChatType, DeliveryResult, OutboundMessage
 
 __all__ = [
-    "PLATFORMS",
     "Attachment",
     "ChannelMessage",
     "ChannelReplier",
     "ChannelSender",
-    "ChatType",
-    "DeliveryResult",
     "InboundAck",
     "InboundKind",
     "InboundRequest",
-    "OutboundFormat",
-    "OutboundMessage",
     "ReplayKey",
     "StreamingReplier",
 ]
-
-PLATFORMS = ("slack", "feishu", "wecom", "dingtalk", "email")
-
-ChatType = Literal["p2p", "group"]
-OutboundFormat = Literal["text", "markdown", "card"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,24 +55,6 @@ class ChannelMessage:
     mentioned_bot: bool = False
     attachments: tuple[Attachment, ...] = ()
     reply_context: Mapping[str, str] = field(default_factory=dict)  # dingtalk sessionWebhook, email ids
-
-
-@dataclass(frozen=True, slots=True)
-class OutboundMessage:
-    text: str
-    format: OutboundFormat = "text"
-    card: Mapping[str, Any] | None = None
-    files: tuple[tuple[str, str], ...] = ()  # (file name, text) attachments; email only
-
-
-@dataclass(frozen=True, slots=True)
-class DeliveryResult:
-    ok: bool
-    platform: str
-    message_id: str | None = None
-    attempts: int = 1
-    fell_back_to: str | None = None
-    error: str | None = None
 
 
 class ChannelReplier(Protocol):

@@ -32,11 +32,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from genworker.channels.base import Attachment, ChannelMessage, OutboundMessage
+from genworker.channels.base import Attachment, ChannelMessage
 from genworker.channels.outbound.http import DeliveryError, RetryPolicy
-from genworker.channels.outbound.platform import Sent, Target
+from genworker.channels.outbound.platform import Sent
 from genworker.channels.outbound.text import chars
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
+from genworker.delivery.messages import OutboundMessage, Target
 from genworker.fsutil import file_lock, write_atomic
 from genworker.mail.errors import MailConfigError, MailServerError
 from genworker.mail.imap import (

@@ -24,7 +24,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
-from genworker.channels.base import Attachment, ChannelMessage, ChatType, InboundAck, InboundRequest
+from genworker.channels.base import Attachment, ChannelMessage, InboundAck, InboundRequest
 from genworker.channels.crypto import feishu_decrypt, feishu_signature
 from genworker.channels.errors import (
     ChannelConfigError,
@@ -35,6 +35,7 @@ from genworker.channels.errors import (
     malformed,
 )
 from genworker.channels.registry import ChannelBinding
+from genworker.delivery.messages import ChatType
 from genworker.workspace.models.credentials import FeishuCredentials
 
 __all__ = ["PLATFORM", "REPLAY_WINDOW_S", "UNAUTHENTICATED", "event_ack", "parse"]

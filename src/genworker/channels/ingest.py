@@ -22,9 +22,9 @@ from genworker.channels.dedupe import DedupeStore, FileDedupeStore, RedisDedupeS
 from genworker.channels.errors import VerificationError
 from genworker.channels.journal import EventJournal, JournalEntry, decode_message, encode_message
 from genworker.channels.processor import FAILURE_TEXT, ChannelProcessor, Outcome, approval_text, session_thread_id
-from genworker.channels.redelivery import RedeliveryPolicy
 from genworker.channels.registry import ChannelBinding, ChannelRegistry
 from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
+from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.observability.metrics import register_collector, unregister_collector
 from genworker.worker.router import WorkerRouter
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from genworker.autonomy.inbox import InboxWriter, new_item
 from genworker.channels import commands
-from genworker.channels.base import PLATFORMS, ChannelMessage, ChannelReplier, OutboundMessage, StreamingReplier
+from genworker.channels.base import ChannelMessage, ChannelReplier, StreamingReplier
 from genworker.channels.interrupted import (
     NOTICE_TEXT,
     AttentionItem,
@@ -43,8 +43,9 @@ from genworker.channels.interrupted import (
     after_restart,
 )
 from genworker.channels.journal import Delivery, EventJournal, JournalEntry
-from genworker.channels.redelivery import DueTimes, RedeliveryPolicy
 from genworker.channels.registry import ChannelRegistry
+from genworker.delivery.messages import PLATFORMS, OutboundMessage
+from genworker.delivery.redelivery import DueTimes, RedeliveryPolicy
 from genworker.engine.events import ApprovalRequired, TextDelta
 from genworker.observability.metrics import CHANNEL_UNDELIVERED, GaugeSample, record_channel_redelivery
 from genworker.worker.router import RouteDone, RouteRequest, RouterEvent, WorkerRouter, run_to_end

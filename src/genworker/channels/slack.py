@@ -22,11 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
-from genworker.channels.base import Attachment, ChannelMessage, ChatType, InboundAck, InboundRequest
+from genworker.channels.base import Attachment, ChannelMessage, InboundAck, InboundRequest
 from genworker.channels.commands import COMMANDS
 from genworker.channels.crypto import slack_signature
 from genworker.channels.errors import ChannelConfigError, VerificationError, header, json_object, malformed
 from genworker.channels.registry import ChannelBinding
+from genworker.delivery.messages import ChatType
 from genworker.workspace.models.credentials import SlackCredentials
 
 __all__ = ["PLATFORM", "WINDOW_S", "event_ack", "interaction_ack", "parse", "slash_ack", "verify"]

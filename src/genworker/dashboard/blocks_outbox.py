@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from genworker.channels.outbound.outbox import RESENDABLE, Outbox
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
+from genworker.delivery.outbox import RESENDABLE, Outbox
 
 __all__ = ["outbox"]
 

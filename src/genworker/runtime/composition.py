@@ -49,10 +49,10 @@ from genworker.autonomy.waiting.runs import cancel_parked, park_run
 from genworker.channels.email import EmailPolling
 from genworker.channels.ingest import Channels, redelivery_policy
 from genworker.channels.longconn import LongConnections, build_long_connections, stop_long_connections
-from genworker.channels.outbound import ChannelDelivery, Outbox, VendorEndpoints
-from genworker.channels.outbound.outbox import outbox_events
+from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
+from genworker.delivery.outbox import Outbox, outbox_events
 from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory, turns_running
 from genworker.llm.client import LLMClient

@@ -19,11 +19,10 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from genworker.channels.outbound.outbox import OutboxMessage, Recipient
-from genworker.channels.outbound.recipients import bound_chat, contact_recipients, find_contact, owner_recipients
-from genworker.channels.registry import ChannelBinding
 from genworker.conversation import AssistantMessage, UserMessage
 from genworker.conversation.models import ChatMessage, SystemMessage
+from genworker.delivery.outbox import OutboxMessage, Recipient
+from genworker.delivery.recipients import BoundChannel, bound_chat, contact_recipients, find_contact, owner_recipients
 from genworker.tools.builtin.escalation import HandOffError
 from genworker.tools.context import ToolContext
 from genworker.worker.service import HANDOFF_KEY, HandOff, ServiceDesk, is_service
@@ -162,9 +161,7 @@ class HandOffs:
         return HandOff("person", who, name, reason, now, ctx.scope.run_id, tuple(asdict(r) for r in recipients))
 
 
-def _person(
-    worker: Worker, contact: str | None, bindings: Sequence[ChannelBinding]
-) -> tuple[str, str, list[Recipient]]:
+def _person(worker: Worker, contact: str | None, bindings: Sequence[BoundChannel]) -> tuple[str, str, list[Recipient]]:
     """(as the PERSONA names them, their name, their ways to be reached) of the person a hand-off goes to."""
     who = (contact or "owner").strip()
     field = "PERSONA.md service.escalation.contact"

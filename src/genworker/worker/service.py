@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from genworker.channels.outbound.outbox import OutboxMessage, Recipient
 from genworker.conversation import AssistantMessage, SessionManager, UserMessage
 from genworker.conversation.models import ConversationSession, session_id_for
+from genworker.delivery.outbox import OutboxMessage, Recipient
 from genworker.engine.base import RunResult
 from genworker.engine.events import RunError, RunFinished, RunStarted, TextDelta
 from genworker.memory.models import MemoryItem

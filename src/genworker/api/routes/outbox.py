@@ -25,7 +25,7 @@ from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import WorkerId, id_path
 from genworker.auth import Principal
-from genworker.channels.outbound.outbox import UNDELIVERED, Outbox, OutboxEntry, OutboxError, OutboxNotFound
+from genworker.delivery.outbox import UNDELIVERED, Outbox, OutboxEntry, OutboxError, OutboxNotFound
 from genworker.runtime.composition import Runtime
 
 __all__ = ["UndeliveredState", "router"]

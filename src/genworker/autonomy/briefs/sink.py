@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from genworker.channels.base import ChannelSender, OutboundMessage
+from genworker.channels.base import ChannelSender
+from genworker.delivery.messages import OutboundMessage
 
 __all__ = ["BriefSink", "ChannelBriefSink"]
 

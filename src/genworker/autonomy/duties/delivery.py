@@ -33,18 +33,18 @@ from pathlib import Path
 from typing import Any, Final
 
 from genworker.autonomy.duties.contract import parse_output
-from genworker.channels.outbound.delivery import default_target
-from genworker.channels.outbound.outbox import Outbox, OutboxEntry, OutboxMessage, Recipient
-from genworker.channels.outbound.recipients import (
+from genworker.channels.registry import ChannelBinding
+from genworker.delivery.outbox import Outbox, OutboxEntry, OutboxMessage, Recipient
+from genworker.delivery.recipients import (
     EMAIL_ADDRESS,
     bound_chat,
     can_send,
     contact_recipients,
+    default_target,
     email_capable,
     find_contact,
     owner_of,
 )
-from genworker.channels.registry import ChannelBinding
 from genworker.events.models import Event
 from genworker.fsutil import write_atomic
 from genworker.ids import safe_join, validate_id

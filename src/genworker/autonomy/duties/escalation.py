@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Literal
 
 from genworker.autonomy.duties.escalation_plans import DueEscalation, EscalationPlan, EscalationPlans
-from genworker.channels.outbound.outbox import Outbox, OutboxMessage
-from genworker.channels.outbound.recipients import contact_recipients, find_contact, owner_of
 from genworker.channels.registry import ChannelBinding
+from genworker.delivery.outbox import Outbox, OutboxMessage
+from genworker.delivery.recipients import contact_recipients, find_contact, owner_of
 from genworker.worker.contract_record import EscalationRecord, EscalationState
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.router import RouteRequest

@@ -19,8 +19,8 @@ from genworker.autonomy.duties.contract import ContractChecks, duty_terms
 from genworker.autonomy.duties.delivery import DutyDelivery
 from genworker.autonomy.duties.escalation import Escalations
 from genworker.autonomy.duties.escalation_plans import DueEscalation, EscalationPlans
-from genworker.channels.outbound.outbox import Outbox
 from genworker.channels.registry import ChannelBinding
+from genworker.delivery.outbox import Outbox
 from genworker.engine.base import RunResult
 from genworker.events import EventBus, new_event
 from genworker.events.models import Event

@@ -2,7 +2,7 @@
 
 The owner is the contact `identity.reports_to` names; their preferred channel is the first of
 their identities the worker has a channel for (then the next, then the worker's default chats;
-`channels/outbound/recipients.py`). The report interrupts them only within the interruption
+`delivery/recipients.py`). The report interrupts them only within the interruption
 budget and outside quiet hours (`BriefService.admit`, counted once per heartbeat run); otherwise,
 or when no channel takes it, it goes into the next brief. It is sent through the outbox under
 `heartbeat:{tenant}:{worker}:{run_id}`, so one heartbeat run reaches the owner at most once, in
@@ -20,9 +20,9 @@ from typing import Literal, Protocol
 
 from genworker.autonomy.briefs import BriefItem, BriefService, Option
 from genworker.autonomy.inbox import InboxItem
-from genworker.channels.outbound.outbox import Outbox, OutboxMessage
-from genworker.channels.outbound.recipients import owner_recipients
 from genworker.channels.registry import ChannelBinding
+from genworker.delivery.outbox import Outbox, OutboxMessage
+from genworker.delivery.recipients import owner_recipients
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["AttentionReport", "NotifyOwner", "OwnerNotices", "report_priority"]

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from genworker.autonomy.waiting.models import WaitingPlan
-from genworker.channels.base import ChannelMessage, ChannelReplier, DeliveryResult, OutboundMessage
+from genworker.channels.base import ChannelMessage, ChannelReplier
 from genworker.channels.dedupe import DedupeStore
 from genworker.channels.ingest import FAILURE_TEXT, approval_text, decode_message, encode_message
+from genworker.delivery.messages import DeliveryResult, OutboundMessage
 from genworker.worker.task import RunRecord, RunState
 from genworker.workspace.models.base import thaw
 

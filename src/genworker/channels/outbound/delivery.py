@@ -20,15 +20,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 from genworker.channels import email as email_channel  # a module: email.py imports outbound's parts
-from genworker.channels.base import ChannelMessage, DeliveryResult, OutboundFormat, OutboundMessage
+from genworker.channels.base import ChannelMessage
 from genworker.channels.outbound.dingtalk import DingTalkClient
 from genworker.channels.outbound.feishu import FeishuClient
 from genworker.channels.outbound.http import DeliveryError, VendorHttp
-from genworker.channels.outbound.platform import PlatformClient, Sent, Target, VendorEndpoints
+from genworker.channels.outbound.platform import PlatformClient, Sent, VendorEndpoints
 from genworker.channels.outbound.slack import SlackClient
 from genworker.channels.outbound.text import split_text
 from genworker.channels.outbound.wecom import WeComClient
 from genworker.channels.registry import ChannelBinding, ChannelRegistry, adapter_id_for
+from genworker.delivery.messages import DeliveryResult, OutboundFormat, OutboundMessage, Target
+from genworker.delivery.recipients import default_target
 from genworker.observability.metrics import record_channel_delivery
 from genworker.workspace.models.credentials import (
     DingTalkCredentials,
@@ -311,23 +313,6 @@ def reply_target(message: ChannelMessage) -> Target:
         user_id=message.sender_id,
         context=context,
     )
-
-
-def default_target(binding: ChannelBinding) -> Target | None:
-    """Where proactive messages go on `binding`: its first chat id (for email: the owner)."""
-    creds = binding.credentials
-    if isinstance(creds, EmailCredentials) and creds.owner_address:
-        return Target(creds.owner_address)
-    if binding.channel.chat_ids:
-        return Target(
-            binding.channel.chat_ids[0], "group" if _looks_group(binding, binding.channel.chat_ids[0]) else "p2p"
-        )
-    return None
-
-
-def _looks_group(binding: ChannelBinding, chat_id: str) -> bool:
-    group_ids = binding.channel.features.get("group_chat_ids")
-    return isinstance(group_ids, (list, tuple)) and chat_id in group_ids
 
 
 async def _send_all(client: PlatformClient, target: Target, outbound: OutboundMessage) -> Sent:

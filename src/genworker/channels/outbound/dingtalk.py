@@ -17,11 +17,11 @@ from typing import Any
 
 import httpx
 
-from genworker.channels.base import OutboundMessage
 from genworker.channels.outbound.http import DeliveryError, VendorHttp, json_object
-from genworker.channels.outbound.platform import Sent, Target
+from genworker.channels.outbound.platform import Sent
 from genworker.channels.outbound.text import chars
 from genworker.channels.outbound.tokens import TokenCache
+from genworker.delivery.messages import OutboundMessage, Target
 from genworker.workspace.models.credentials import DingTalkCredentials
 
 __all__ = ["DingTalkClient", "session_webhook"]

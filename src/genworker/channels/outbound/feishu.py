@@ -12,11 +12,11 @@ import json
 import uuid
 from typing import Any
 
-from genworker.channels.base import OutboundMessage
 from genworker.channels.outbound.http import DeliveryError, VendorHttp, json_object
-from genworker.channels.outbound.platform import Sent, Target
+from genworker.channels.outbound.platform import Sent
 from genworker.channels.outbound.text import utf8_bytes
 from genworker.channels.outbound.tokens import TokenCache
+from genworker.delivery.messages import OutboundMessage, Target
 from genworker.workspace.models.credentials import FeishuCredentials
 
 __all__ = ["FeishuClient"]

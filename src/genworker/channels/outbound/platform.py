@@ -8,14 +8,14 @@ a private gateway (Lark's international domain, a proxy) and tests a local serve
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
-from genworker.channels.base import ChatType, OutboundMessage
 from genworker.channels.outbound.text import Measure
+from genworker.delivery.messages import OutboundMessage, Target
 
-__all__ = ["PlatformClient", "Sent", "Target", "VendorEndpoints"]
+__all__ = ["PlatformClient", "Sent", "VendorEndpoints"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,18 +35,6 @@ class VendorEndpoints:
             for name in ("slack", "feishu", "wecom", "dingtalk", "dingtalk_oapi")
         }
         return cls(**values)
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """Where a message goes: a chat, and for replies the message being answered."""
-
-    chat_id: str
-    chat_type: ChatType = "p2p"
-    thread_id: str | None = None
-    reply_to: str | None = None  # the platform message id being answered (Feishu's reply API)
-    user_id: str | None = None  # the person, for platforms that address p2p chats by user
-    context: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

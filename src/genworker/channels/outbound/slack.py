@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from genworker.channels.base import OutboundMessage
 from genworker.channels.outbound.http import DeliveryError, VendorHttp, json_object
-from genworker.channels.outbound.platform import Sent, Target
+from genworker.channels.outbound.platform import Sent
 from genworker.channels.outbound.text import chars
+from genworker.delivery.messages import OutboundMessage, Target
 from genworker.workspace.models.credentials import SlackCredentials
 
 __all__ = ["SlackClient"]

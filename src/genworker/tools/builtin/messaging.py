@@ -2,7 +2,7 @@
 
 Both are `external` (risk high): hidden in the read-only postures, they need trust level 2, a
 per-call approval when a policy layer asks for one, and in a run given an undo window they are
-held before anything leaves. A call goes through the outbox (`channels/outbound/outbox.py`)
+held before anything leaves. A call goes through the outbox (`delivery/outbox.py`)
 under the idempotency key `tool:{run_id}:{call_id}`, so the same call, released by the undo
 window or approved by a person after a confirmation, sends once; a failed send is re-sent on the
 channels' schedule and the call says so (a failed tool call on the run, never silent).
@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Literal
 
-from genworker.channels.outbound.outbox import Outbox, OutboxEntry, OutboxMessage, Recipient
-from genworker.channels.outbound.recipients import (
+from genworker.delivery.outbox import Outbox, OutboxEntry, OutboxMessage, Recipient
+from genworker.delivery.recipients import (
     EMAIL_ADDRESS,
+    BoundChannel,
     bound_chat,
     bound_chats,
     contact_recipients,
@@ -27,7 +28,6 @@ from genworker.channels.outbound.recipients import (
     find_contact,
     owner_recipients,
 )
-from genworker.channels.registry import ChannelBinding
 from genworker.tools.base import Effect, RiskLevel, ToolResult
 from genworker.tools.context import ToolContext
 from genworker.tools.tool import FunctionTool, function_tool
@@ -51,9 +51,9 @@ class MessagingSlot:
     def __init__(self) -> None:
         self.outbox: Outbox | None = None
         self.worker: Callable[[str, str], Worker | None] | None = None
-        self.bindings: Callable[[str, str], list[ChannelBinding]] | None = None
+        self.bindings: Callable[[str, str], Sequence[BoundChannel]] | None = None
 
-    def parts(self, ctx: ToolContext) -> tuple[Outbox, Worker, list[ChannelBinding]]:
+    def parts(self, ctx: ToolContext) -> tuple[Outbox, Worker, Sequence[BoundChannel]]:
         if self.outbox is None or self.worker is None or self.bindings is None:
             raise MessagingError("sending messages is not available on this runtime")
         scope = ctx.scope
@@ -150,7 +150,7 @@ def _check_text(text: str, name: str) -> None:
 
 
 def _message_recipients(
-    worker: Worker, bindings: Sequence[ChannelBinding], to: str, platform: str | None
+    worker: Worker, bindings: Sequence[BoundChannel], to: str, platform: str | None
 ) -> list[Recipient]:
     wanted = to.strip()
     if not wanted:
@@ -184,7 +184,7 @@ def _owner_problem(worker: Worker) -> str:
     return f"identity.reports_to {reports_to!r} has no usable identity, and no channel has a default chat"
 
 
-def _known(worker: Worker, bindings: Sequence[ChannelBinding]) -> str:
+def _known(worker: Worker, bindings: Sequence[BoundChannel]) -> str:
     contacts = sorted(worker.contacts)
     chats = [r.describe() for r in bound_chats(bindings)]
     shown_contacts = ", ".join(contacts[:_SHOWN]) + (" ..." if len(contacts) > _SHOWN else "") or "none"

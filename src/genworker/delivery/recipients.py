@@ -12,21 +12,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Protocol
 
-from genworker.channels.base import PLATFORMS, ChatType
-from genworker.channels.outbound.delivery import default_target
-from genworker.channels.outbound.outbox import Recipient
-from genworker.channels.registry import ChannelBinding
+from pydantic import BaseModel
+
+from genworker.delivery.messages import PLATFORMS, ChatType, Target
+from genworker.delivery.outbox import Recipient
 from genworker.workspace.models import Contact
 from genworker.workspace.models.credentials import EmailCredentials
+from genworker.workspace.models.persona import Channel
 from genworker.workspace.snapshot import Worker
 
 __all__ = [
     "EMAIL_ADDRESS",
+    "BoundChannel",
     "bound_chat",
     "bound_chats",
     "can_send",
     "contact_recipients",
+    "default_target",
     "email_capable",
     "find_contact",
     "owner_of",
@@ -36,14 +40,30 @@ __all__ = [
 EMAIL_ADDRESS = re.compile(r"^[^@\s,;<>\"]+@[^@\s,;<>\"]+\.[^@\s,;<>\"]+$")
 
 
-def can_send(binding: ChannelBinding) -> bool:
+class BoundChannel(Protocol):
+    """What recipients need of one of the worker's channels (`channels.registry.BoundChannel`)."""
+
+    @property
+    def platform(self) -> str: ...
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def channel(self) -> Channel: ...
+
+    @property
+    def credentials(self) -> BaseModel | None: ...
+
+
+def can_send(binding: BoundChannel) -> bool:
     creds = binding.credentials
     if isinstance(creds, EmailCredentials):
         return bool(creds.worker_smtp_host)
     return creds is not None
 
 
-def email_capable(worker: Worker, bindings: Sequence[ChannelBinding]) -> bool:
+def email_capable(worker: Worker, bindings: Sequence[BoundChannel]) -> bool:
     """The worker can send mail: an email channel with SMTP credentials, or the credentials alone."""
     if any(b.platform == "email" and can_send(b) for b in bindings):
         return True
@@ -51,7 +71,7 @@ def email_capable(worker: Worker, bindings: Sequence[ChannelBinding]) -> bool:
     return creds is not None and bool(creds.worker_smtp_host)
 
 
-def _binding(worker: Worker, bindings: Sequence[ChannelBinding], platform: str) -> ChannelBinding | bool | None:
+def _binding(worker: Worker, bindings: Sequence[BoundChannel], platform: str) -> BoundChannel | bool | None:
     """The worker's channel for `platform` that can send; True for email without a channel entry."""
     found = next((b for b in bindings if b.platform == platform and can_send(b)), None)
     if found is None and platform == "email" and email_capable(worker, bindings):
@@ -72,7 +92,7 @@ def find_contact(worker: Worker, name: str) -> Contact | None:
 
 
 def contact_recipients(
-    worker: Worker, bindings: Sequence[ChannelBinding], contact: Contact, platform: str | None = None
+    worker: Worker, bindings: Sequence[BoundChannel], contact: Contact, platform: str | None = None
 ) -> list[Recipient]:
     """The ways to reach `contact` from this worker, preferred first (the order of its identities)."""
     found: list[Recipient] = []
@@ -85,7 +105,7 @@ def contact_recipients(
         binding = _binding(worker, bindings, channel)
         if binding is None:
             continue
-        key = binding.key if isinstance(binding, ChannelBinding) else None
+        key = None if isinstance(binding, bool) else binding.key
         found.append(Recipient(channel, handle, "p2p", key, label=f"{contact.display_name} ({channel})"))
     return _unique(found)
 
@@ -96,7 +116,7 @@ def owner_of(worker: Worker) -> Contact | None:
     return find_contact(worker, reports_to) if reports_to else None
 
 
-def owner_recipients(worker: Worker, bindings: Sequence[ChannelBinding]) -> list[Recipient]:
+def owner_recipients(worker: Worker, bindings: Sequence[BoundChannel]) -> list[Recipient]:
     """The owner's channels in their preferred order, then the worker's default chats."""
     found: list[Recipient] = []
     owner = owner_of(worker)
@@ -113,7 +133,7 @@ def owner_recipients(worker: Worker, bindings: Sequence[ChannelBinding]) -> list
     return _unique(found)
 
 
-def bound_chats(bindings: Sequence[ChannelBinding]) -> list[Recipient]:
+def bound_chats(bindings: Sequence[BoundChannel]) -> list[Recipient]:
     """Every chat listed in a channel's `chat_ids` or `features.group_chat_ids`, on channels that can send."""
     found: list[Recipient] = []
     for binding in bindings:
@@ -126,7 +146,7 @@ def bound_chats(bindings: Sequence[ChannelBinding]) -> list[Recipient]:
     return _unique(found)
 
 
-def bound_chat(bindings: Sequence[ChannelBinding], chat: str, platform: str | None = None) -> Recipient | None:
+def bound_chat(bindings: Sequence[BoundChannel], chat: str, platform: str | None = None) -> Recipient | None:
     """The bound chat `chat` names (`C0123`, or `slack:C0123`), on `platform` when given."""
     written = chat.strip()
     prefix, _, rest = written.partition(":")
@@ -140,7 +160,24 @@ def bound_chat(bindings: Sequence[ChannelBinding], chat: str, platform: str | No
     return None
 
 
-def _group_ids(binding: ChannelBinding) -> tuple[str, ...]:
+def default_target(binding: BoundChannel) -> Target | None:
+    """Where proactive messages go on `binding`: its first chat id (for email: the owner)."""
+    creds = binding.credentials
+    if isinstance(creds, EmailCredentials) and creds.owner_address:
+        return Target(creds.owner_address)
+    if binding.channel.chat_ids:
+        return Target(
+            binding.channel.chat_ids[0], "group" if _looks_group(binding, binding.channel.chat_ids[0]) else "p2p"
+        )
+    return None
+
+
+def _looks_group(binding: BoundChannel, chat_id: str) -> bool:
+    group_ids = binding.channel.features.get("group_chat_ids")
+    return isinstance(group_ids, (list, tuple)) and chat_id in group_ids
+
+
+def _group_ids(binding: BoundChannel) -> tuple[str, ...]:
     ids = binding.channel.features.get("group_chat_ids")
     return tuple(str(i) for i in ids) if isinstance(ids, (list, tuple)) else ()
 
