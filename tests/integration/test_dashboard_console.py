@@ -19,8 +19,8 @@ from genworker.dashboard.usage import percentile, usage
 from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply
 from genworker.worker.task import ModelUsage, RunError, RunRecord, RunState, RunTimings, StateChange
 
-# a persona line the loader warns about is not needed: a skill with an unknown tool warns; a broken
-# goal file is an error with a line
+# an unknown field is a warning (line 3), a goal title that is not a string an error (line 3)
+ODD_PERSONA = "---\nidentity: {name: Alice, worker_id: alice, role: assistant}\ncolour: blue\n---\nYou are alice.\n"
 BROKEN_GOAL = "---\ngoal_id: launch\ntitle: [not, a, string]\n---\n"
 
 
@@ -100,6 +100,7 @@ def test_workspace_health_lists_each_error_with_its_file_and_line_for_the_keys_t
 ) -> None:
     (workspace / "tenants/acme/workers/bob/goals").mkdir(parents=True, exist_ok=True)
     (workspace / "tenants/acme/workers/bob/goals/launch.md").write_text(BROKEN_GOAL, encoding="utf-8")
+    (workspace / "tenants/acme/workers/alice/PERSONA.md").write_text(ODD_PERSONA, encoding="utf-8")
     store = ApiKeyStore(workspace)
     acme, alice_only, globex = store.create("acme")[1], store.create("acme", ["alice"])[1], store.create("globex")[1]
     with running(tmp_path, workspace, model_server) as client:
@@ -110,9 +111,14 @@ def test_workspace_health_lists_each_error_with_its_file_and_line_for_the_keys_t
         assert goal[0]["severity"] == "error" and goal[0]["worker_id"] == "bob" and goal[0]["status"] == "not_loaded"
         assert goal[0]["line"] == 3, goal
         assert {"worker_id": "bob", "status": "not_loaded"} in found["workers"]
+        odd = files["tenants/acme/workers/alice/PERSONA.md"]
+        shown = [(i["severity"], i["line"], i["field"], i["status"]) for i in odd]
+        assert shown == [("warning", 3, "colour", "loaded")]
+        assert found["warnings"] == 1
 
         hidden = client.get("/api/v1/dashboard/health", headers={"Authorization": f"Bearer {alice_only}"}).json()
-        assert hidden["files"] == [] and [w["worker_id"] for w in hidden["workers"]] == ["alice"]
+        assert [f["file"] for f in hidden["files"]] == ["tenants/acme/workers/alice/PERSONA.md"]  # not bob's
+        assert [w["worker_id"] for w in hidden["workers"]] == ["alice"]
         other = client.get("/api/v1/dashboard/health", headers={"Authorization": f"Bearer {globex}"}).json()
         assert other["tenant_id"] == "globex" and other["files"] == []
         assert client.get("/api/v1/dashboard/health").status_code == 401

@@ -605,7 +605,8 @@ const PAGES = {
     const content = [el("p", { class: data.errors ? "reason" : "muted",
       text: data.files.length ? `${data.errors} error${data.errors === 1 ? "" : "s"} and ${data.warnings} warning${data.warnings === 1 ? "" : "s"}, in ${data.files.length} file${data.files.length === 1 ? "" : "s"}.`
         : "Every file loaded without errors or warnings." })];
-    content.push(section("Workers", el("ul", {}, data.workers.map((w) => el("li", {}, workerLink(w.worker_id), " ", badge(w.status))))));
+    content.push(section("Workers", el("ul", {}, data.workers.map((w) => el("li", {},
+      w.status === "not_loaded" ? w.worker_id : workerLink(w.worker_id), " ", badge(w.status))))));
     for (const f of data.files) {
       content.push(el("section", { class: "panel file", "data-file": f.file }, el("h3", {}, el("code", { text: f.file })),
         el("ul", {}, f.issues.map((i) => el("li", { class: `issue ${i.severity}` }, badge(i.severity), " ",
