@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from genworker.autonomy.inbox import FileInboxStore
+from genworker.autonomy.inbox import FileInboxStore, InboxFacts
 from genworker.channels.base import ChannelMessage, ReplayKey
 from genworker.channels.dedupe import MIN_TTL_S, FileDedupeStore, RedisDedupeStore
 from genworker.channels.errors import VerificationError
@@ -202,7 +202,7 @@ def test_group_messages_follow_mentions_chat_ids_and_monitoring(registry: Channe
 
     async def scenario() -> tuple[RecordingReplier, dict[str, Any]]:
         replier = RecordingReplier()
-        processor = ChannelProcessor(registry, EventJournal(root), replier=replier, inbox=inbox)
+        processor = ChannelProcessor(registry, EventJournal(root), replier=replier, inbox=InboxFacts(inbox))
         journal = processor.journal
         cases = [
             message("acme~w~slack", "C1:1", "/help", chat="C1", group=True),  # no mention: ignored

@@ -44,15 +44,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"__main__"}),
 )
 
-# (importing module, imported module) pairs that still point upward. Files named are busy in
-# other work (#25 builtin send tools, #26 channels, duties delivery) or need a larger move.
-KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset(
-    {
-        # channels -> autonomy (#26): an InboxWriter protocol
-        ("channels.ingest", "autonomy.inbox"),
-        ("channels.processor", "autonomy.inbox"),
-    }
-)
+# (importing module, imported module) pairs that still point upward: none are left (#24 item 1).
+KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 # Sets of modules inside one package that import each other in a circle.
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(

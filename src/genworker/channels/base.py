@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from genworker.delivery.messages import ChatType, DeliveryResult, OutboundMessage
 
@@ -23,6 +23,7 @@ __all__ = [
     "InboundAck",
     "InboundKind",
     "InboundRequest",
+    "InboxWriter",
     "ReplayKey",
     "StreamingReplier",
 ]
@@ -80,6 +81,25 @@ class ChannelSender(Protocol):
         platform: str | None = None,
         chat_id: str | None = None,
     ) -> DeliveryResult: ...
+
+
+class InboxWriter(Protocol):
+    """Where a group message the worker only watches (`features.group_monitoring`) goes: a sensed fact
+    in the worker's inbox. `autonomy.inbox.InboxFacts` implements it; the composition root wires it.
+    False when `dedupe_key` was already seen (dropped)."""
+
+    async def write_fact(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        source_type: str,
+        source_id: str,
+        event_type: str,
+        payload: Mapping[str, Any],
+        *,
+        dedupe_key: str,
+        metadata: Mapping[str, Any],
+    ) -> bool: ...
 
 
 # -- inbound: what a platform module gets from the route and gives back ------------------------

@@ -15,9 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from genworker.autonomy.inbox import InboxWriter
 from genworker.channels import commands
-from genworker.channels.base import ChannelMessage, ChannelReplier, ReplayKey
+from genworker.channels.base import ChannelMessage, ChannelReplier, InboxWriter, ReplayKey
 from genworker.channels.dedupe import DedupeStore, FileDedupeStore, RedisDedupeStore
 from genworker.channels.errors import VerificationError
 from genworker.channels.journal import EventJournal, JournalEntry, decode_message, encode_message
@@ -145,8 +144,9 @@ def create_channels(
     return Channels(registry, ChannelIngest(dedupe, journal, processor, replay), processor)
 
 
-async def build_channels(runtime: Any) -> Channels:
-    """Build, start and attach (`runtime.channels`) the channel ingress; after the router and inbox.
+async def build_channels(runtime: Any, inbox: InboxWriter | None = None) -> Channels:
+    """Build, start and attach (`runtime.channels`) the channel ingress; after the router. Watched
+    group messages go to `inbox` (the composition root adapts the inbox store to it).
 
     Dedupe claims and seen DingTalk signs go to Redis when the runtime has a shared Redis, else to
     files. The replier is `runtime.channel_replier` when the composition root provides one (the
@@ -164,7 +164,7 @@ async def build_channels(runtime: Any) -> Channels:
         replay=replay,
         router=runtime.router,
         replier=getattr(runtime, "channel_replier", None),
-        inbox=runtime.inbox,
+        inbox=inbox,
         commands_backend=getattr(runtime, "command_backend", None),
         policy=redelivery_policy(runtime.settings.number) if hasattr(runtime, "settings") else None,
     )

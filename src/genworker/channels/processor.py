@@ -29,9 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from genworker.autonomy.inbox import InboxWriter, new_item
 from genworker.channels import commands
-from genworker.channels.base import ChannelMessage, ChannelReplier, StreamingReplier
+from genworker.channels.base import ChannelMessage, ChannelReplier, InboxWriter, StreamingReplier
 from genworker.channels.interrupted import (
     NOTICE_TEXT,
     AttentionItem,
@@ -398,7 +397,7 @@ class ChannelProcessor:
             "received_at": message.received_at,
             "attachments": [dataclasses.asdict(a) for a in message.attachments],
         }
-        item = new_item(
+        await self.inbox.write_fact(
             message.tenant_id,
             message.worker_id,
             "channel",
@@ -408,7 +407,6 @@ class ChannelProcessor:
             dedupe_key=f"channel:{message.adapter_id}:{message.event_id}",
             metadata={"platform": message.platform},
         )
-        await self.inbox.write(item)
         return "sensed"
 
     # -- the run --------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from genworker.autonomy.duties.outcomes import DutyOutcomes, build_duty_outcomes
 from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressChecker, GoalProgressProjector
 from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
 from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
-from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxStore, RedisInboxStore
+from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxFacts, InboxStore, RedisInboxStore
 from genworker.autonomy.sensing import SensorRegistry
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
 from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, WaitingService, WaitingStore
@@ -159,7 +159,8 @@ class Runtime:
         # channels: verified IM webhooks -> dedupe -> durable journal -> processor (genworker.channels)
         from genworker.channels.ingest import build_channels, stop_with
 
-        channels = await build_channels(self)  # sets self.channels; replier: self.channel_replier if set
+        inbox = InboxFacts(self.inbox) if self.inbox is not None else None  # watched group messages
+        channels = await build_channels(self, inbox)  # sets self.channels; replier: self.channel_replier if set
         self._connect_waiting(channels)
         self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
         self.long_connections = build_long_connections(self, channels)  # their events enter the same ingest

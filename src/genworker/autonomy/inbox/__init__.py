@@ -23,7 +23,7 @@ from genworker.autonomy.inbox.errors import (
     StaleLeaseError,
 )
 from genworker.autonomy.inbox.file_store import FileInboxStore
-from genworker.autonomy.inbox.models import SCHEMA_VERSION, InboxItem, InboxState, InboxWriter, new_item
+from genworker.autonomy.inbox.models import SCHEMA_VERSION, InboxFacts, InboxItem, InboxState, InboxWriter, new_item
 from genworker.autonomy.inbox.redis_store import RedisInboxStore
 from genworker.autonomy.inbox.store import InboxStore
 from genworker.autonomy.inbox.topics import ITEM_CONSUMED, ITEM_DEAD, ITEM_FAILED, ITEM_REQUEUED, ITEM_WRITTEN
@@ -43,6 +43,7 @@ __all__ = [
     "InboxConflictError",
     "InboxCorruptError",
     "InboxError",
+    "InboxFacts",
     "InboxItem",
     "InboxItemNotFoundError",
     "InboxSchemaError",

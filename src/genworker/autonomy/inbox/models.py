@@ -12,7 +12,7 @@ from typing import Any, Final, Protocol
 
 from genworker.workspace.models.base import JsonMap, freeze
 
-__all__ = ["SCHEMA_VERSION", "InboxItem", "InboxState", "InboxWriter", "new_item"]
+__all__ = ["SCHEMA_VERSION", "InboxFacts", "InboxItem", "InboxState", "InboxWriter", "new_item"]
 
 SCHEMA_VERSION: Final = 1
 
@@ -96,3 +96,27 @@ class InboxWriter(Protocol):
     """What a sensor needs: write one fact; False when its dedupe_key was already seen (dropped)."""
 
     async def write(self, item: InboxItem) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InboxFacts:
+    """The channels' `InboxWriter` (`channels.base`) over an inbox store: each fact a new pending item."""
+
+    store: InboxWriter
+
+    async def write_fact(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        source_type: str,
+        source_id: str,
+        event_type: str,
+        payload: Mapping[str, Any],
+        *,
+        dedupe_key: str,
+        metadata: Mapping[str, Any],
+    ) -> bool:
+        item = new_item(
+            tenant_id, worker_id, source_type, source_id, event_type, payload, dedupe_key=dedupe_key, metadata=metadata
+        )
+        return await self.store.write(item)
