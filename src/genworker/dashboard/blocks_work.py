@@ -11,6 +11,7 @@ from typing import Any
 
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
 from genworker.dashboard.run_view import failure_reason, governance
+from genworker.dashboard.text import clip
 from genworker.runtime.composition import Runtime
 from genworker.worker.confirmations.models import Confirmation
 from genworker.worker.governance.snapshots import SnapshotStore
@@ -134,7 +135,7 @@ def _run(run: RunRecord) -> dict[str, Any]:
         "execution_depth": run.provenance.execution_depth,
         "run_ms": run.timings.run_ms,
         "deliverables": [
-            {"kind": d.kind, "title": d.title, "ref": d.ref, "content": d.content[:500]} for d in run.deliverables
+            {"kind": d.kind, "title": d.title, "ref": d.ref, "content": clip(d.content, 500)} for d in run.deliverables
         ],
         "tool_calls": [{"name": c.name, "outcome": str(c.outcome), "code": c.code} for c in run.tool_calls],
         "checks": [{"check": c.check, "verdict": c.verdict, "detail": c.detail} for c in run.checks],
@@ -217,7 +218,7 @@ async def activity(ctx: BlockContext) -> list[dict[str, Any]]:
                     "at": change.at.isoformat(),
                     "kind": "run",
                     "run_id": run.run_id,
-                    "text": f"{run.provenance.source_type} run {change.target.value}"
+                    "text": f"{run.provenance.source_type} run {change.target.value.replace('_', ' ')}"
                     + (f": {change.note}" if change.note else ""),
                 }
             )

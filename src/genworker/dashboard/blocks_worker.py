@@ -16,6 +16,7 @@ from genworker.autonomy.duties.slots import aps_trigger
 from genworker.autonomy.goals import GoalHealth, LastVerdict, VerdictLog, goal_health
 from genworker.autonomy.heartbeat.scheduler import job_id as heartbeat_job_id
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
+from genworker.dashboard.text import clip
 from genworker.workspace.models import DutyStatus, Goal
 from genworker.workspace.models.duty import ConditionTrigger, ScheduleTrigger
 from genworker.workspace.snapshot import Worker
@@ -260,7 +261,7 @@ async def capabilities(ctx: BlockContext) -> dict[str, Any]:
                 "risk": spec.risk_level.value,
                 "requires_approval": spec.requires_approval,
                 "source": spec.source,
-                "description": spec.description.split("\n", 1)[0][:200],
+                "description": clip(spec.description.split("\n", 1)[0], 200),
             }
         )
     live = {
@@ -281,7 +282,7 @@ async def capabilities(ctx: BlockContext) -> dict[str, Any]:
             }
         )
     skills = [
-        {"name": s.name, "level": s.level.value, "description": s.spec.description[:200], "file": s.file}
+        {"name": s.name, "level": s.level.value, "description": clip(s.spec.description, 200), "file": s.file}
         for s in sorted(worker.skills.values(), key=lambda s: s.name)
     ]
     return {"tools": sorted(tools, key=lambda t: t["name"]), "skills": skills, "mcp_servers": mcp}
@@ -359,7 +360,7 @@ async def briefs(ctx: BlockContext) -> dict[str, Any]:
                 "items": sum(len(items) for items in b.sections.values()),
                 "delivered": b.delivered,
                 "delivery_error": b.delivery_error,
-                "text": b.text[:2000],
+                "text": clip(b.text, 2000),
             }
             for b in sent
         ],

@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from genworker.runtime.composition import Runtime
-from genworker.tools.audit import WORKER_AUDIT_FILE
+from genworker.tools.audit import WORKER_AUDIT_FILE, run_audit_records
 from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.task import RunRecord, RunState
@@ -42,32 +43,11 @@ def failure_reason(run: RunRecord) -> str | None:
     return f"the run ended {run.state.value} and recorded no reason"
 
 
-def tool_audit(workspace_root: Path, run: RunRecord) -> dict[str, dict[str, Any]]:
-    """The run's tool audit records by call id (arguments as audit stored them: redacted, clipped).
-
-    Reads the newest AUDIT_SCAN_BYTES of the worker's audit file; blocking."""
+def tool_audit(workspace_root: Path, run: RunRecord) -> dict[str, Mapping[str, Any]]:
+    """The run's tool audit records by call id (arguments as audit stored them: redacted, clipped),
+    from the newest AUDIT_SCAN_BYTES of the worker's audit file; blocking."""
     path = workspace_root / "tenants" / run.tenant_id / "workers" / run.worker_id / WORKER_AUDIT_FILE
-    try:
-        with path.open("rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(max(0, size - AUDIT_SCAN_BYTES))
-            data = handle.read()
-    except FileNotFoundError:
-        return {}
-    needle = json.dumps(run.run_id).encode("utf-8")
-    found: dict[str, dict[str, Any]] = {}
-    for line in data.splitlines():
-        if needle not in line:
-            continue
-        with contextlib.suppress(ValueError):
-            record = json.loads(line)
-            if (
-                isinstance(record, dict)
-                and record.get("run_id") == run.run_id
-                and record.get("worker_id") == run.worker_id
-            ):
-                found[str(record.get("call_id"))] = record  # the last record of a call id wins (approved re-run)
-    return found
+    return run_audit_records(path, run.run_id, AUDIT_SCAN_BYTES)
 
 
 def governance(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any] | None:
@@ -99,7 +79,7 @@ def _provenance(run: RunRecord) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in p.items() if v not in (None, "", (), 0)}
 
 
-def _tool_calls(run: RunRecord, audit: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _tool_calls(run: RunRecord, audit: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     calls = []
     for call in run.tool_calls:
         record = audit.get(call.call_id, {})
@@ -155,7 +135,7 @@ def _timings(run: RunRecord) -> dict[str, Any]:
     }
 
 
-def _view(run: RunRecord, governance: dict[str, Any] | None, audit: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _view(run: RunRecord, governance: dict[str, Any] | None, audit: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     model_calls = _model_calls(run)
     costs = [c["cost_usd"] for c in model_calls if c["cost_usd"] is not None]
     verdict = run.goal_verdict

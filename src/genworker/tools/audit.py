@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import threading
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -27,10 +28,12 @@ __all__ = [
     "MemoryAuditSink",
     "OutcomeKind",
     "WorkerAuditSink",
+    "run_audit_records",
 ]
 
 AUDIT_SCHEMA_VERSION = 1
 WORKER_AUDIT_FILE = "runtime/tool_audit.jsonl"
+AUDIT_TAIL_BYTES = 4 << 20  # the tail of an audit file searched for a run's calls
 
 Decision = Literal["allow", "deny", "ask", "reject", "cancelled"]
 OutcomeKind = Literal["completed", "denied", "needs_approval", "failed", "cancelled"]
@@ -126,3 +129,28 @@ class WorkerAuditSink:
         if sink is None:
             sink = self._sinks.setdefault(path, JsonlAuditSink(path))
         await sink.write(record)
+
+
+def run_audit_records(path: Path, run_id: str, tail_bytes: int = AUDIT_TAIL_BYTES) -> dict[str, Mapping[str, Any]]:
+    """The audit records of `run_id` in the last `tail_bytes` of the audit file at `path`, by call id
+    (a call audited twice, such as one that waited for approval and then ran, keeps its last record).
+    Blocking."""
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, 2)
+            f.seek(max(0, size - tail_bytes))
+            data = f.read()
+    except FileNotFoundError:
+        return {}
+    needle = json.dumps(run_id).encode("utf-8")
+    found: dict[str, Mapping[str, Any]] = {}
+    for line in data.split(b"\n"):
+        if needle not in line:
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:  # the first line of the tail is cut
+            continue
+        if isinstance(record, dict) and record.get("run_id") == run_id:
+            found[str(record.get("call_id"))] = record
+    return found

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from genworker.llm.client import LLMClient, ModelToolCall
 from genworker.llm.errors import LLMError
 from genworker.llm.intent import LLMCallIntent, Purpose, Tier
-from genworker.tools.audit import WORKER_AUDIT_FILE
+from genworker.tools.audit import WORKER_AUDIT_FILE, run_audit_records
 from genworker.worker.task import GoalStatus, GoalVerdict, ModelUsage, RunRecord
 from genworker.workspace.models import Goal
 from genworker.workspace.models.goal import GoalTask, Milestone
@@ -87,29 +87,6 @@ def _jsonish(value: Any, limit: int = FIELD_CHARS) -> str:
     return _clip(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str), limit)
 
 
-def _audit_records(path: Path, run_id: str) -> dict[str, Mapping[str, Any]]:
-    """The audit records of `run_id` in the tail of the worker's tool audit, by call id."""
-    try:
-        with path.open("rb") as f:
-            size = f.seek(0, 2)
-            f.seek(max(0, size - AUDIT_TAIL_BYTES))
-            data = f.read()
-    except FileNotFoundError:
-        return {}
-    needle = json.dumps(run_id).encode("utf-8")
-    found: dict[str, Mapping[str, Any]] = {}
-    for line in data.split(b"\n"):
-        if needle not in line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:  # the first line of the tail is cut
-            continue
-        if isinstance(record, dict) and record.get("run_id") == run_id:
-            found[str(record.get("call_id"))] = record
-    return found
-
-
 def run_evidence(run: RunRecord, worker_dir: Path) -> list[Evidence]:
     """The run's output and its tool calls, clipped; blocking (reads the tool audit)."""
     items: list[Evidence] = []
@@ -117,7 +94,7 @@ def run_evidence(run: RunRecord, worker_dir: Path) -> list[Evidence]:
     if text:
         items.append(Evidence("output", {"id": "output", "kind": "output", "text": _clip(text, OUTPUT_CHARS)}))
     calls = run.tool_calls[-MAX_TOOL_CALLS:]
-    audit = _audit_records(worker_dir / WORKER_AUDIT_FILE, run.run_id) if calls else {}
+    audit = run_audit_records(worker_dir / WORKER_AUDIT_FILE, run.run_id, AUDIT_TAIL_BYTES) if calls else {}
     for call in calls:
         body: dict[str, Any] = {"id": f"tool:{call.call_id}", "kind": "tool_call", "tool": call.name}
         body["outcome"] = call.outcome
