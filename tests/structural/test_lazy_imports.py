@@ -101,3 +101,24 @@ def test_commands_that_make_no_model_call_never_import_litellm(
     )
     assert "Traceback" not in result.stderr, result.stderr
     assert json.loads(out.read_text(encoding="utf-8")) == [], result.stdout + result.stderr
+
+
+def test_a_runtime_without_a_model_never_imports_litellm(tmp_path: Path, demo_workspace: Path) -> None:
+    """Started and asked for readiness: the workspace, the tokenizer (tiktoken) and every component, but
+    no model layer."""
+    code = (
+        "import json, sys\n"
+        "from fastapi.testclient import TestClient\n"
+        "from genworker.api.app import create_app\n"
+        "with TestClient(create_app()) as client:\n"
+        "    codes = [r['code'] for r in client.get('/readiness').json()['reasons']]\n"
+        f"print(json.dumps([codes, sorted(m for m in {HEAVY!r} if m in sys.modules)]))\n"
+    )
+    (tmp_path / "configs").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GENWORKER_", "REDIS_"))}
+    env |= {"GENWORKER_WORKSPACE": str(demo_workspace), "GENWORKER_CONFIG_DIR": str(tmp_path / "configs")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, encoding="utf-8", env=env, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == [["model_not_configured"], ["tiktoken"]]  # counting tokens
