@@ -48,11 +48,7 @@ LAYERS: tuple[frozenset[str], ...] = (
 KNOWN_UPWARD: frozenset[tuple[str, str]] = frozenset()
 
 # Sets of modules inside one package that import each other in a circle.
-KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"autonomy.duties.outcomes", "autonomy.duties.scheduler", "autonomy.duties.sla"}),  # duties
-    }
-)
+KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset()
 
 
 @dataclass(frozen=True)

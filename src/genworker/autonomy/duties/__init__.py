@@ -3,14 +3,8 @@ exactly once through the WorkerRouter, with misfire policies and an execution lo
 
 from genworker.autonomy.duties.conditions import MetricSource, MetricValue, RuleError, StaticMetrics, evaluate_rule
 from genworker.autonomy.duties.errors import DutyNotFound, DutyStateError
-from genworker.autonomy.duties.scheduler import (
-    JOB_PREFIX,
-    DutyScheduler,
-    FireOutcome,
-    Route,
-    event_matches,
-    route_through,
-)
+from genworker.autonomy.duties.routing import route_through
+from genworker.autonomy.duties.scheduler import JOB_PREFIX, DutyScheduler, FireOutcome, Route, event_matches
 from genworker.autonomy.duties.slots import aps_trigger, due_slots, duty_version, fire_key, select_slots
 from genworker.autonomy.duties.store import DutyState, DutyStore, ExecutionRecord, TriggerState
 from genworker.autonomy.duties.worker_metrics import MetricError, WorkerMetrics

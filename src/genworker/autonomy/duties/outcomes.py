@@ -19,6 +19,7 @@ from genworker.autonomy.duties.contract import ContractChecks, duty_terms
 from genworker.autonomy.duties.delivery import DutyDelivery
 from genworker.autonomy.duties.escalation import Escalations
 from genworker.autonomy.duties.escalation_plans import DueEscalation, EscalationPlans
+from genworker.autonomy.duties.routing import route_through
 from genworker.channels.registry import ChannelBinding
 from genworker.delivery.outbox import Outbox
 from genworker.engine.base import RunResult
@@ -220,8 +221,6 @@ def build_duty_outcomes(
     tasks = router.tasks
 
     async def route(req: RouteRequest, accepted: Callable[[str], None]) -> tuple[RunRecord, bool]:
-        from genworker.autonomy.duties.scheduler import route_through  # the scheduler imports this module
-
         return await route_through(router, req, accepted)
 
     outcomes = DutyOutcomes(

@@ -38,6 +38,7 @@ from genworker.autonomy.duties.contract import duty_terms
 from genworker.autonomy.duties.errors import DutyNotFound, DutyStateError
 from genworker.autonomy.duties.event_types import type_matches
 from genworker.autonomy.duties.outcomes import DutyOutcomes, SlaBreach
+from genworker.autonomy.duties.routing import route_through
 from genworker.autonomy.duties.sla import SlaWatch
 from genworker.autonomy.duties.slots import (
     aps_trigger,
@@ -52,7 +53,7 @@ from genworker.events import EventBus, Subscription
 from genworker.events.models import Event
 from genworker.worker.governance.errors import GovernanceInputError
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence, evidence_from
-from genworker.worker.router import RouteAccepted, RouteRequest, RouterEvent, WorkerRouter, run_to_end
+from genworker.worker.router import RouteRequest
 from genworker.worker.task import RunRecord, RunState
 from genworker.workspace.models.duty import (
     ConditionTrigger,
@@ -82,24 +83,6 @@ class FireOutcome:
     created: bool  # False: the key had already made `run`, nothing ran
     key: str | None
     scheduled_for: datetime
-
-
-async def route_through(
-    router: WorkerRouter, req: RouteRequest, on_accepted: Callable[[str], None] | None = None
-) -> tuple[RunRecord, bool]:
-    """Route `req` to its end; (the run, whether this request created it). `on_accepted` learns the
-    run's id as soon as the router accepts it."""
-    accepted: list[str] = []  # the run id the router gave this request
-
-    def seen(event: RouterEvent) -> None:
-        if isinstance(event, RouteAccepted):
-            accepted.append(event.run_id)
-            if on_accepted is not None:
-                on_accepted(event.run_id)
-
-    done = await run_to_end(router.route_stream(req), on_event=seen)
-    assert done is not None
-    return done.record, done.record.run_id in accepted
 
 
 def event_matches(trigger: EventTrigger, worker: Worker, event: Event) -> bool:
