@@ -178,6 +178,12 @@ def test_usage_charts_and_workspace_health(page: Any, console: Console) -> None:
     assert raw_badges(page) == []
     doc_shot(page, "health")
 
+    page.locator("#skip").focus()  # the skip link keeps the page's address
+    page.keyboard.press("Enter")
+    expect(page.locator("#main")).to_be_focused()
+    assert page.evaluate("location.hash") == "#/health"
+    expect(page.locator("body[data-page=health]")).to_have_count(1)
+
 
 def test_a_phone_sees_every_page_without_sideways_scrolling(browser: Any, console: Console) -> None:
     from playwright.sync_api import expect

@@ -110,6 +110,7 @@ async function start() {
   $("#login-form").addEventListener("submit", login);
   $("#logout").addEventListener("click", logout);
   $("#refresh").addEventListener("click", () => load());
+  $("#skip").addEventListener("click", (e) => { e.preventDefault(); $("#main").focus(); });  // keeps the page's address
   $("#worker").addEventListener("change", (e) => {
     if (e.target.value) location.hash = `#/workers/${encodeURIComponent(e.target.value)}`;
   });
@@ -239,7 +240,6 @@ function showRoute() {
     if (a.dataset.nav === r.view && !r.worker) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
-  $("#skip").setAttribute("href", `#${shown === "worker" ? "h-worker" : `h-${shown}`}`);
   const crumbs = [el("a", { href: "#/" }, "Overview")];
   if (r.worker) crumbs.push(workerLink(r.worker));
   if (r.view === "run") crumbs.push(el("span", { text: "Run" }));
