@@ -20,9 +20,9 @@ from slack_sdk.signature import SignatureVerifier
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
-from genworker.channels.journal import EventJournal
+from genworker.channels.ingest.journal import EventJournal
+from genworker.channels.ingest.processor import ChannelProcessor
 from genworker.channels.outbound import RetryPolicy
-from genworker.channels.processor import ChannelProcessor
 from genworker.cli import main
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env

@@ -15,9 +15,9 @@ import pytest
 
 from genworker.api.app import create_app
 from genworker.channels.base import ChannelMessage
+from genworker.channels.ingest.journal import EventJournal
+from genworker.channels.ingest.processor import ChannelProcessor, session_thread_id
 from genworker.channels.interrupted import Notify, RunAgain, Settled, Wait, after_restart
-from genworker.channels.journal import EventJournal
-from genworker.channels.processor import ChannelProcessor, session_thread_id
 from genworker.engine.base import RunResult
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env

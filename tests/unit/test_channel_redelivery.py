@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from genworker.channels.ingest import redelivery_policy
-from genworker.channels.journal import EventJournal
+from genworker.channels.ingest.journal import EventJournal
 from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.settings import SettingsError, load_settings
 

@@ -1,6 +1,6 @@
 """When an answer the vendor would not take is tried again, and when it is given up on.
 
-`ChannelDelivery` already retries one send a few times within seconds (`outbound/http.py`). An
+`ChannelDelivery` already retries one send a few times within seconds (`channels/outbound/http.py`). An
 answer that still fails is kept in the journal and re-sent on a backoff that outlasts ordinary
 outages: 30 s, 1 min, 2 min, ... doubling up to one attempt an hour, for 3 days. After that it is
 set aside (`journal/dead/`, answer kept) for a person to re-send. `DueTimes` holds the time each

@@ -20,7 +20,7 @@ from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import WorkerId, id_path
 from genworker.auth import Principal
-from genworker.channels.processor import ChannelProcessor
+from genworker.channels.ingest.processor import ChannelProcessor
 from genworker.ids import InvalidIdError
 from genworker.runtime.composition import Runtime
 

@@ -1,10 +1,6 @@
-"""Accepted channel events: claimed once, journaled durably, then processed off the request path.
-
-The webhook route calls `ChannelIngest.accept`: a signature that covers no body (DingTalk) is
-claimed in the replay guard, the event id in the dedupe store (a repeat stops there), the message
-is written to the worker's journal (`journal.py`: `runtime/channels/journal/*.json`, atomic),
-and the route acks. The `ChannelProcessor` (`processor.py`) works the journal until every
-message is answered and the answer delivered. `build_channels` composes the whole ingress.
+"""The channel ingress composed: the route's side (`accept.py`), the journal and the processor,
+with dedupe and replay stores chosen by backend (Redis when the runtime has one, else files), and
+the re-send schedule from settings.
 """
 
 from __future__ import annotations
@@ -16,12 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from genworker.channels import commands
-from genworker.channels.base import ChannelMessage, ChannelReplier, InboxWriter, ReplayKey
+from genworker.channels.base import ChannelReplier, InboxWriter
 from genworker.channels.dedupe import DedupeStore, FileDedupeStore, RedisDedupeStore
-from genworker.channels.errors import VerificationError
-from genworker.channels.journal import EventJournal, JournalEntry, decode_message, encode_message
-from genworker.channels.processor import FAILURE_TEXT, ChannelProcessor, Outcome, approval_text, session_thread_id
-from genworker.channels.registry import ChannelBinding, ChannelRegistry
+from genworker.channels.ingest.accept import ChannelIngest
+from genworker.channels.ingest.journal import EventJournal
+from genworker.channels.ingest.processor import ChannelProcessor
+from genworker.channels.registry import ChannelRegistry
 from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
 from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.observability.metrics import register_collector, unregister_collector
@@ -29,66 +25,9 @@ from genworker.worker.router import WorkerRouter
 
 log = logging.getLogger("genworker.channels")
 
-__all__ = [
-    "FAILURE_TEXT",
-    "ChannelIngest",
-    "ChannelProcessor",
-    "Channels",
-    "EventJournal",
-    "JournalEntry",
-    "Outcome",
-    "approval_text",
-    "build_channels",
-    "create_channels",
-    "decode_message",
-    "encode_message",
-    "redelivery_policy",
-    "session_thread_id",
-    "stop_with",
-]
+__all__ = ["Channels", "build_channels", "create_channels", "redelivery_policy", "stop_with"]
 
 _GAUGE = "channels.undelivered"
-
-
-class ChannelIngest:
-    """The route's side: claim, journal, hand to the processor. True when newly accepted."""
-
-    def __init__(
-        self,
-        dedupe: DedupeStore,
-        journal: EventJournal,
-        processor: ChannelProcessor | None = None,
-        replay: ReplayGuard | None = None,
-    ) -> None:
-        self.dedupe = dedupe
-        self.journal = journal
-        self.processor = processor
-        self.replay = replay or FileReplayGuard(journal.root)
-
-    async def accept(self, binding: ChannelBinding, message: ChannelMessage, replay: ReplayKey | None = None) -> bool:
-        """VerificationError `replayed` when `replay` (a signature over no body) already came with
-        another message."""
-        tenant_id, worker_id, event_id = binding.tenant_id, binding.worker_id, message.event_id
-        if replay is not None and not await self.replay.first_use(tenant_id, worker_id, replay, event_id):
-            raise VerificationError(
-                "replay", "this timestamp and sign were already used by another message", code="replayed"
-            )
-        key = f"{binding.platform}:{binding.key}:{event_id}"
-        try:
-            if not await self.dedupe.claim(tenant_id, worker_id, key):
-                return False
-            try:
-                entry = await asyncio.to_thread(self.journal.append, message)
-            except BaseException:
-                await self.dedupe.release(tenant_id, worker_id, key)  # let the platform retry
-                raise
-        except BaseException:
-            if replay is not None:
-                await self.replay.forget(tenant_id, worker_id, replay, event_id)
-            raise
-        if self.processor is not None:
-            self.processor.submit(entry)
-        return True
 
 
 @dataclass

@@ -10,8 +10,8 @@ nowhere; IM commands are answered by `commands`; anything else runs through
 text) is recorded in the entry, then sent with the `ChannelReplier`.
 
 An entry is deleted once its answer is delivered. A message whose run a crash cut short is run
-again or answered with a notice (`interrupted.py`); an answer the vendor will not take stays in the
-journal and is re-sent on a backoff for days, then set aside for a person (`redelivery.py`). A new
+again or answered with a notice (`channels/interrupted.py`); an answer the vendor will not take stays in the
+journal and is re-sent on a backoff for days, then set aside for a person (`delivery/redelivery.py`). A new
 conversation with a service worker that is full (`ServiceBusy`) ran nothing: the person gets the
 service's "busy, try again" sentence (outcome `busy`) and the entry is done, not run again later.
 """
@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from genworker.channels import commands
 from genworker.channels.base import ChannelMessage, ChannelReplier, InboxWriter, StreamingReplier
+from genworker.channels.ingest.journal import Delivery, EventJournal, JournalEntry
 from genworker.channels.interrupted import (
     NOTICE_TEXT,
     AttentionItem,
@@ -41,7 +42,6 @@ from genworker.channels.interrupted import (
     Wait,
     after_restart,
 )
-from genworker.channels.journal import Delivery, EventJournal, JournalEntry
 from genworker.channels.registry import ChannelRegistry
 from genworker.delivery.messages import PLATFORMS, OutboundMessage
 from genworker.delivery.redelivery import DueTimes, RedeliveryPolicy
