@@ -21,6 +21,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 from tests.e2e.test_dashboard_browser import (
+    A11Y_PROBLEMS,
     ARTIFACTS,
     GLOBEX,
     ROOT,
@@ -116,6 +117,7 @@ def test_overview_worker_page_and_the_run_views_by_link_and_deep_link(page: Any,
     expect(row.locator("td[data-label='Runs (7 d)']")).to_have_text("2")
     expect(row.locator("td[data-label='Failed']")).to_have_text("1")
     assert raw_badges(page) == []
+    assert page.evaluate(A11Y_PROBLEMS) == []
     doc_shot(page, "overview")
 
     overview.get_by_role("link", name="Iris").click()
@@ -149,6 +151,7 @@ def test_overview_worker_page_and_the_run_views_by_link_and_deep_link(page: Any,
     expect(calls).to_contain_text("Reads")
     expect(view.locator("table.model-calls tbody tr")).to_have_count(2)
     expect(view.locator(".failure")).to_have_count(0)
+    assert page.evaluate(A11Y_PROBLEMS) == []
     doc_shot(page, "run", full_page=True)
 
 

@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
-from genworker.dashboard.run_view import failure_reason, governance
+from genworker.dashboard.run_view import engine_state, failure_reason, governance
 from genworker.dashboard.text import clip
 from genworker.runtime.composition import Runtime
 from genworker.worker.confirmations.models import Confirmation
@@ -109,29 +109,13 @@ async def tasks(ctx: BlockContext) -> dict[str, Any]:
     }
 
 
-def _engine_state(run: RunRecord) -> dict[str, Any]:
-    """A planning run's plan (node states) or a LangGraph run's graph thread, as the run view shows them."""
-    shown: dict[str, Any] = {}
-    if run.plan is not None:
-        p = run.plan
-        nodes = [
-            {"id": n.id, "state": n.state, "depends_on": list(n.depends_on), "revision": n.revision, "error": n.error}
-            for n in p.nodes
-        ]
-        shown["plan"] = {"status": p.status, "revision": p.revision, "replans": p.replans, "nodes": nodes}
-    if run.graph is not None:
-        g = run.graph
-        shown["graph"] = {"thread": g.thread, "status": g.status, "steps": list(g.steps), "interrupt": g.interrupt}
-    return shown
-
-
 def _run(run: RunRecord) -> dict[str, Any]:
     costs = [u.cost_usd for u in run.model_usage if u.cost_usd is not None]
     return {
         **_task(run),
         "skill_id": run.skill_id,
         "engine": run.engine,
-        **_engine_state(run),
+        **engine_state(run),
         "execution_depth": run.provenance.execution_depth,
         "run_ms": run.timings.run_ms,
         "deliverables": [

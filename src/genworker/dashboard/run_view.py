@@ -18,7 +18,7 @@ from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
 from genworker.worker.task import RunRecord, RunState
 
-__all__ = ["AUDIT_SCAN_BYTES", "failure_reason", "governance", "run_detail", "tool_audit"]
+__all__ = ["AUDIT_SCAN_BYTES", "engine_state", "failure_reason", "governance", "run_detail", "tool_audit"]
 
 AUDIT_SCAN_BYTES = 8 * 1024 * 1024  # the newest part of a worker's tool audit searched for a run's calls
 DELIVERABLE_CHARS = 20_000
@@ -69,6 +69,22 @@ def governance(snapshots: SnapshotStore, run: RunRecord) -> dict[str, Any] | Non
         "reasons": reasons,
         "policy_ref": ref,
     }
+
+
+def engine_state(run: RunRecord) -> dict[str, Any]:
+    """A planning run's plan (node states) or a LangGraph run's graph thread, as the run view shows them."""
+    shown: dict[str, Any] = {}
+    if run.plan is not None:
+        p = run.plan
+        nodes = [
+            {"id": n.id, "state": n.state, "depends_on": list(n.depends_on), "revision": n.revision, "error": n.error}
+            for n in p.nodes
+        ]
+        shown["plan"] = {"status": p.status, "revision": p.revision, "replans": p.replans, "nodes": nodes}
+    if run.graph is not None:
+        g = run.graph
+        shown["graph"] = {"thread": g.thread, "status": g.status, "steps": list(g.steps), "interrupt": g.interrupt}
+    return shown
 
 
 def _provenance(run: RunRecord) -> dict[str, Any]:
@@ -160,6 +176,7 @@ def _view(run: RunRecord, governance: dict[str, Any] | None, audit: Mapping[str,
         "skill_id": run.skill_id,
         "engine": run.engine,
         "fallback": asdict(run.fallback) if run.fallback else None,
+        **engine_state(run),  # a planning run's plan, a LangGraph run's thread
         "timings": _timings(run),
         "provenance": _provenance(run),
         "governance": governance,

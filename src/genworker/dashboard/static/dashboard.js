@@ -670,6 +670,15 @@ const PAGES = {
       ? d.deliverables.map((x) => el("div", { class: "item" }, el("strong", { text: x.title || label(x.kind) }), x.ref ? [" ", el("code", { text: x.ref })] : "",
         x.content ? el("pre", { class: "deliverable", text: x.content }) : null))
       : muted("Nothing delivered.")));
+    if (d.plan) {
+      parts.push(section(`Plan (${label(d.plan.status)}, revision ${d.plan.revision}, ${d.plan.replans} replans)`,
+        table(["Step", "State", "Depends on", "Error"], d.plan.nodes.map((n) => [el("code", { text: n.id }), badge(n.state),
+          n.depends_on.join(", "), n.error || ""]), "plan")));
+    }
+    if (d.graph) {
+      parts.push(section("Graph", dl([["Thread", d.graph.thread], ["Status", label(d.graph.status)],
+        ["Steps", d.graph.steps.join(" → ")], ["Interrupted with", d.graph.interrupt ? JSON.stringify(d.graph.interrupt) : null]])));
+    }
     if (d.checks.length) parts.push(section("Contract checks", table(["Check", "Verdict", "Detail"], d.checks.map((c) => [c.check, badge(c.verdict), c.detail || ""]))));
     if (d.deliveries.length) parts.push(section("Deliveries", table(["To", "State", "Delivered to", "Error"], d.deliveries.map((x) => [x.to, badge(x.state), x.delivered_to || "", x.error || ""]))));
     if (d.escalations.length) parts.push(section("Escalations", table(["Condition", "Target", "State", "Error"], d.escalations.map((x) => [x.condition, x.target, badge(x.state), x.error || ""]))));
