@@ -167,6 +167,13 @@ def test_usage_charts_and_workspace_health(page: Any, console: Console) -> None:
     expect(runs_chart).to_have_count(1)
     expect(usage.locator("svg.chart rect.bar.bad")).to_have_count(1)
     expect(usage).to_contain_text("Latency percentiles")
+    numbers = usage.locator("details.numbers").first
+    numbers.locator("summary").click()
+    expect(numbers.locator("td[data-label='Failed']").last).to_have_text("1")  # today's failure, as a number
+    before = page.locator("body").get_attribute("data-loaded") or ""
+    page.get_by_role("button", name="Refresh").click()
+    expect(page.locator("body")).not_to_have_attribute("data-loaded", before)
+    expect(numbers).to_have_attribute("open", "")  # a refresh keeps the table the reader opened
     doc_shot(page, "usage", full_page=True)
 
     go(page, "#/workers/assistant/usage")

@@ -6,7 +6,7 @@
 // `epoch` changes at every log in and log out: a response that arrives later for an older session
 // is dropped, so one tenant's data never shows in another's session (or after logging out).
 const state = {
-  csrf: null, worker: null, workers: [], defaultWorker: null, refreshS: 15, timer: null, loading: null, again: false, epoch: 0,
+  csrf: null, worker: null, workers: [], refreshS: 15, timer: null, loading: null, again: false, epoch: 0,
 };
 
 function $(sel) { return document.querySelector(sel); }
@@ -172,7 +172,6 @@ function showDashboard(session) {
   state.csrf = session.csrf_token;
   state.refreshS = session.refresh_s || 15;
   state.workers = session.workers;
-  state.defaultWorker = session.default_worker;
   $("#login").hidden = true;
   $("#session").hidden = false;
   $("#main").hidden = false;
@@ -282,7 +281,11 @@ async function load() {
   try {
     const data = await api(path);
     if (view() !== current) return;  // logged out, or another page chosen, meanwhile
+    const details = () => [...document.querySelectorAll(`#view-${r.view} details`)];
+    const open = details().map((d) => d.open);  // a refresh keeps what the reader opened
     PAGES[r.view](data, r);
+    const now = details();
+    if (now.length === open.length) now.forEach((d, i) => { d.open = open[i]; });
     const at = data.generated_at ? new Date(data.generated_at) : new Date();
     $("#updated").textContent = `Updated ${at.toLocaleTimeString()}`;
     document.body.dataset.loaded = at.toISOString() + Math.random().toString(36).slice(2, 6);
@@ -624,7 +627,6 @@ const PAGES = {
     $("#view-worker .worker-head .content").replaceChildren(el("p", {},
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/usage`, text: "Usage charts" }), " · ",
       "Open any run by its id in Tasks or Runs."));
-    state.renderWorker = r.worker;
     for (const [blockName, block] of Object.entries(data.blocks)) render(blockName, block);
   },
 
