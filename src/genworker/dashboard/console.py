@@ -12,6 +12,7 @@ from typing import Any
 
 from genworker.auth import Principal
 from genworker.dashboard.blocks_work import router_of
+from genworker.dashboard.run_view import model_calls
 from genworker.dashboard.usage import FAILED_STATES, window_runs
 from genworker.runtime.composition import Runtime
 
@@ -96,7 +97,8 @@ async def overview(runtime: Runtime, principal: Principal, now: datetime) -> dic
     for worker_id, waiting in zip(names, pending, strict=True):
         worker = state.workers[worker_id] if state else None
         mine = [r for r in runs if r.worker_id == worker_id]
-        costs = [u.cost_usd for r in mine for u in r.model_usage if u.cost_usd is not None]
+        calls = [u for r in mine for u in model_calls(r)]
+        costs = [u.cost_usd for u in calls if u.cost_usd is not None]
         rows.append(
             {
                 "worker_id": worker_id,
@@ -108,7 +110,7 @@ async def overview(runtime: Runtime, principal: Principal, now: datetime) -> dic
                 "open_confirmations": len(waiting),
                 "runs": len(mine),
                 "failed": sum(r.state in FAILED_STATES for r in mine),
-                "tokens": sum(u.prompt_tokens + u.completion_tokens for r in mine for u in r.model_usage),
+                "tokens": sum(u.prompt_tokens + u.completion_tokens for u in calls),
                 "cost_usd": round(sum(costs), 6) if costs else None,
             }
         )

@@ -16,9 +16,17 @@ from genworker.runtime.composition import Runtime
 from genworker.tools.audit import WORKER_AUDIT_FILE, run_audit_records
 from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
-from genworker.worker.task import RunRecord, RunState
+from genworker.worker.task import ModelUsage, RunRecord, RunState
 
-__all__ = ["AUDIT_SCAN_BYTES", "engine_state", "failure_reason", "governance", "run_detail", "tool_audit"]
+__all__ = [
+    "AUDIT_SCAN_BYTES",
+    "engine_state",
+    "failure_reason",
+    "governance",
+    "model_calls",
+    "run_detail",
+    "tool_audit",
+]
 
 AUDIT_SCAN_BYTES = 8 * 1024 * 1024  # the newest part of a worker's tool audit searched for a run's calls
 DELIVERABLE_CHARS = 20_000
@@ -119,10 +127,15 @@ def _tool_calls(run: RunRecord, audit: Mapping[str, Mapping[str, Any]]) -> list[
     return calls
 
 
-def _model_calls(run: RunRecord) -> list[dict[str, Any]]:
-    usage = list(run.model_usage)
+def model_calls(run: RunRecord) -> list[ModelUsage]:
+    """The run's model calls, its goal evaluation's included."""
+    calls = list(run.model_usage)
     if run.goal_verdict is not None and run.goal_verdict.usage is not None:
-        usage.append(run.goal_verdict.usage)
+        calls.append(run.goal_verdict.usage)
+    return calls
+
+
+def _model_calls(run: RunRecord) -> list[dict[str, Any]]:
     return [
         {
             "purpose": u.purpose,
@@ -135,7 +148,7 @@ def _model_calls(run: RunRecord) -> list[dict[str, Any]]:
             "cost_usd": u.cost_usd,
             "error": u.error,
         }
-        for u in usage
+        for u in model_calls(run)
     ]
 
 

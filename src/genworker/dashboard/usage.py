@@ -12,8 +12,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from genworker.dashboard.blocks_work import router_of
+from genworker.dashboard.run_view import model_calls
 from genworker.runtime.composition import Runtime
-from genworker.worker.task import ModelUsage, RunRecord, RunState
+from genworker.worker.task import RunRecord, RunState
 
 __all__ = ["FAILED_STATES", "MAX_DAYS", "RUNS_PER_WORKER", "percentile", "usage", "window_runs"]
 
@@ -42,13 +43,6 @@ async def window_runs(runtime: Runtime, tenant_id: str, workers: Iterable[str], 
     return found
 
 
-def _calls(run: RunRecord) -> list[ModelUsage]:
-    calls = list(run.model_usage)
-    if run.goal_verdict is not None and run.goal_verdict.usage is not None:
-        calls.append(run.goal_verdict.usage)
-    return calls
-
-
 def _day(run: RunRecord) -> date:
     return run.timings.queued_at.astimezone(UTC).date()
 
@@ -74,7 +68,7 @@ def usage(runs: Iterable[RunRecord], *, days: int, now: datetime) -> dict[str, A
         day["failed"] += run.state in FAILED_STATES
         if run.timings.run_ms is not None:
             run_ms.append(run.timings.run_ms)
-        for call in _calls(run):
+        for call in model_calls(run):
             tokens = call.prompt_tokens + call.completion_tokens
             tier = per_tier[call.tier or "unknown"][_day(run)]
             day["tokens"] += tokens
