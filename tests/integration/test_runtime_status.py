@@ -209,7 +209,7 @@ def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
     import uvicorn
 
     from genworker import cli
-    from genworker.cli_startup import RuntimeStart, StartingApp
+    from genworker.cli.startup import RuntimeStart, StartingApp
 
     configs = tmp_path / "configs"
     configs.mkdir()

@@ -107,9 +107,8 @@ def import_graph(root: Path = SRC) -> list[Import]:
 
 
 def unit(module: str) -> str:
-    """The top-level package a module belongs to; the flat cli_*.py modules are one unit."""
-    head = module.split(".")[0]
-    return "cli" if head.startswith("cli_") else head
+    """The top-level package a module belongs to."""
+    return module.split(".")[0]
 
 
 def layer_of(layers: tuple[frozenset[str], ...]) -> dict[str, int]:

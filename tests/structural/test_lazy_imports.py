@@ -62,7 +62,7 @@ def test_importing_the_app_and_the_runtime_loads_no_model_layer_or_vendor_sdk() 
         "genworker.worker.router",
         "genworker.channels.ingest",
         "genworker.channels.longconn",
-        "genworker.cli_serve",
+        "genworker.cli.serve",
     )
     assert heavy_after_import(*modules) == []
 

@@ -13,8 +13,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from genworker import __version__, cli_chat, cli_keys, cli_local, cli_output, cli_remote, cli_replies
-from genworker.cli_http import CliError
+from genworker import __version__
+from genworker.cli import chat as cli_chat
+from genworker.cli import keys as cli_keys
+from genworker.cli import local as cli_local
+from genworker.cli import output as cli_output
+from genworker.cli import remote as cli_remote
+from genworker.cli import replies as cli_replies
+from genworker.cli.http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
 
@@ -165,7 +171,7 @@ def _run(args: argparse.Namespace) -> int:
         configure_logging(settings.get("GENWORKER_LOG_FORMAT", "text") or "text", settings.log_level)
     except ValueError as exc:
         raise SettingsError(str(exc)) from None
-    from genworker.cli_serve import serve
+    from genworker.cli.serve import serve
 
     return serve(settings)
 

@@ -1,5 +1,5 @@
 """`genworker run`: listen on the port first, answer /health at once, start the runtime in the
-background (cli_startup.py) and serve it with uvicorn once it has started.
+background (cli/startup.py) and serve it with uvicorn once it has started.
 
 A taken port fails before anything runs: no scheduler, sensor or duty run touches a workspace
 that another process may be serving. A SIGTERM stops the server gracefully and exits 0; a runtime
@@ -15,7 +15,7 @@ import signal
 import socket
 from types import FrameType
 
-from genworker.cli_http import CliError
+from genworker.cli.http import CliError
 from genworker.settings import Settings
 
 __all__ = ["listen", "serve"]
@@ -60,7 +60,7 @@ def serve(settings: Settings) -> int:
     gc.disable()
     import uvicorn
 
-    from genworker.cli_startup import RuntimeStart, StartingApp
+    from genworker.cli.startup import RuntimeStart, StartingApp
 
     starting = StartingApp(wait_s)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from genworker.cli_http import CliError, Remote, add_remote_arguments, remote_from_args
+from genworker.cli.http import CliError, Remote, add_remote_arguments, remote_from_args
 
 __all__ = ["RunOutcome", "register", "render_events"]
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from genworker.cli_http import CliError
-from genworker.cli_output import Progress, progress_enabled
+from genworker.cli.http import CliError
+from genworker.cli.output import Progress, progress_enabled
 from genworker.ids import InvalidIdError, validate_id
 from genworker.settings import Settings, load_settings
 

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from genworker.cli_http import CliError, Remote, add_remote_arguments, remote_from_args, worker_path
-from genworker.cli_output import print_json, print_table, timestamp
+from genworker.cli.http import CliError, Remote, add_remote_arguments, remote_from_args, worker_path
+from genworker.cli.output import print_json, print_table, timestamp
 
 __all__ = ["register"]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from genworker.cli_http import CliError, add_remote_arguments, remote_from_args, worker_path
-from genworker.cli_output import print_json, print_table, timestamp
+from genworker.cli.http import CliError, add_remote_arguments, remote_from_args, worker_path
+from genworker.cli.output import print_json, print_table, timestamp
 
 __all__ = ["register"]
 

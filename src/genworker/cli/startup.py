@@ -56,7 +56,7 @@ class StartingApp:
             app = self.app
         if app is not None:
             await app(scope, receive, send)
-        else:  # HTTP only: the server takes no WebSocket (cli_serve.py)
+        else:  # HTTP only: the server takes no WebSocket (cli/serve.py)
             await self._answer(scope, receive, send)
 
     def started(self, app: ASGIApp) -> None:

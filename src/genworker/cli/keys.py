@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from genworker.cli_output import timestamp
+from genworker.cli.output import timestamp
 from genworker.settings import load_settings
 
 if TYPE_CHECKING:
