@@ -155,6 +155,10 @@ ROUTES = [
     ("GET", "/api/v1/workers/{worker_id}/deferred-actions"),
     ("GET", "/api/v1/workers/{worker_id}/deferred-actions/{undo_id}"),
     ("POST", "/api/v1/workers/{worker_id}/deferred-actions/{undo_id}/undo"),
+    ("GET", "/api/v1/workers/{worker_id}/outbox"),
+    ("POST", "/api/v1/workers/{worker_id}/outbox/{entry_id}/resend"),
+    ("POST", "/api/v1/workers/{worker_id}/duties/{duty_id}/runs/{run_id}/release"),
+    ("GET", "/api/v1/workers/{worker_id}/dashboard/runs/{run_id}"),
 ]
 INVALID = {
     "too-long": "x" * 300,

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from genworker import ids
 from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, MATCH_KEY_PATTERN, THREAD_ID_PATTERN, path_rule
-from genworker.autonomy.waiting import models as waiting_models
 from genworker.conversation.models import validate_thread_id
 from genworker.ids import InvalidIdError, validate_id
 
@@ -42,8 +42,8 @@ def test_the_thread_id_pattern_is_validate_thread_id(value: str) -> None:
     assert _matches(THREAD_ID_PATTERN, value) == _valid(validate_thread_id, value)
 
 
-def test_the_match_key_pattern_is_the_waiting_models_one() -> None:
-    assert waiting_models._MATCH_KEY.pattern == MATCH_KEY_PATTERN
+def test_the_match_key_pattern_is_the_one_ids_checks() -> None:
+    assert ids._MATCH_KEY.pattern == MATCH_KEY_PATTERN
 
 
 def test_a_refused_path_parameter_is_told_its_rule() -> None:

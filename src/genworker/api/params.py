@@ -49,7 +49,7 @@ _ID = r"[A-Za-z0-9](?:\.?[A-Za-z0-9_-])*\.?"
 ADAPTER_SCHEMA_PATTERN: Final = f"^{_ID}{SEPARATOR}{_ID}{SEPARATOR}{_ID}$"
 # worker_metrics.check_name
 METRIC_SCHEMA_PATTERN: Final = r"^[a-z0-9][a-z0-9_.:-]{0,63}$"
-# waiting.models.validate_match_key, with its 256 characters as maxLength
+# ids.validate_match_key, with its 256 characters as maxLength
 MATCH_KEY_PATTERN: Final = r"^[A-Za-z0-9_.\-/#@]+(:[A-Za-z0-9_.\-/#@]+)+$"
 
 
