@@ -27,7 +27,7 @@ import pytest
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.duties.delivery import DutyDelivery
-from genworker.events.models import Event
+from genworker.bus.models import Event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Hang, Reply, ScriptedModelServer, ToolCallReply, scripted_env

@@ -20,7 +20,7 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.goals import GOAL_EVALUATED, GOAL_VERDICT_INCONCLUSIVE
 from genworker.autonomy.inbox import FileInboxStore
-from genworker.events import Event
+from genworker.bus import Event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env

@@ -33,7 +33,7 @@ import pytest
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.goals import GOAL_EVALUATED
-from genworker.events.models import Event
+from genworker.bus.models import Event
 from genworker.settings import load_settings
 from genworker.testing import LiveServer, Reply, ScriptedModelServer, ToolCallReply, scripted_env
 

@@ -15,7 +15,7 @@ import pytest
 from genworker.autonomy.briefs import BriefService, FileBriefStore
 from genworker.autonomy.confirmation_notices import InboxConfirmationNotifier, through_briefs
 from genworker.autonomy.inbox import FileInboxStore, InboxStore, RedisInboxStore
-from genworker.events import Event, InProcessEventBus
+from genworker.bus import Event, InProcessEventBus
 from genworker.worker.confirmations.models import (
     CONFIRMATION_CLOSED,
     CONFIRMATION_ESCALATED,

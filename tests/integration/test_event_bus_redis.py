@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from genworker.autonomy.inbox import ITEM_WRITTEN, FileInboxStore, new_item
-from genworker.events import (
+from genworker.bus import (
     BusClosedError,
     Event,
     EventBus,
@@ -98,7 +98,7 @@ async def test_garbage_on_the_channel_is_logged_and_skipped(
     bus.subscribe("*", recorder)
     client = Redis.from_url(redis_url)
     bad_event = {"origin": "elsewhere", "event": {"schema_version": 9}}
-    with caplog.at_level(logging.ERROR, logger="genworker.events"):
+    with caplog.at_level(logging.ERROR, logger="genworker.bus"):
         for raw in ("{not json", json.dumps([1]), json.dumps(bad_event)):
             await client.publish(bus.channel, raw)
         good = event("a.good")

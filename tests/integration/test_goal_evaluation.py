@@ -28,8 +28,8 @@ from genworker.autonomy.goals import (
     VerdictLog,
 )
 from genworker.autonomy.inbox import FileInboxStore
+from genworker.bus import Event, InProcessEventBus
 from genworker.engine.base import RunResult
-from genworker.events import Event, InProcessEventBus
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import load_model_config
 from genworker.settings import load_settings

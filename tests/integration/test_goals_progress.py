@@ -24,7 +24,7 @@ from genworker.autonomy.goals import (
     GoalProgressChecker,
     GoalProgressProjector,
 )
-from genworker.events import Event, InProcessEventBus
+from genworker.bus import Event, InProcessEventBus
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env

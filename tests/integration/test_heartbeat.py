@@ -34,8 +34,8 @@ from genworker.autonomy.heartbeat import (
     job_id,
 )
 from genworker.autonomy.inbox import InboxItem, InboxState, new_item
+from genworker.bus import Event
 from genworker.conversation import main_session_id
-from genworker.events import Event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env
@@ -381,7 +381,7 @@ def test_the_shared_profile_keeps_the_inbox_in_redis(
     import redis
 
     from genworker.autonomy.inbox import RedisInboxStore
-    from genworker.events import RedisEventBus
+    from genworker.bus import RedisEventBus
 
     tenant = f"t{uuid.uuid4().hex[:12]}"  # the runtime's default key prefix is shared: keep to our own tenant
     workspace = small_workspace({tenant: ["alice"]})

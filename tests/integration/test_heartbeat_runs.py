@@ -21,8 +21,8 @@ from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.heartbeat import HEARTBEAT_NAME, TOPIC_ISOLATED_REPORTED, HeartbeatReport
 from genworker.autonomy.inbox import InboxItem, InboxState, new_item
+from genworker.bus import Event
 from genworker.conversation import main_session_id
-from genworker.events import Event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, scripted_env
@@ -281,7 +281,8 @@ def test_an_approved_gated_task_keeps_the_skills_its_item_preferred(
         (result,) = beat(client, runtime, item).items
         assert run_record(client, runtime, result.run_id or "").state == "waiting_approval"
         [pending] = client.get("/api/v1/workers/alice/confirmations", headers=auth).json()["confirmations"]
-        approved = client.post(f"/api/v1/workers/alice/confirmations/{pending['confirmation_id']}/approve", headers=auth)
+        approve = f"/api/v1/workers/alice/confirmations/{pending['confirmation_id']}/approve"
+        approved = client.post(approve, headers=auth)
         assert approved.status_code == 200, approved.text
         assert runtime.router is not None
         runs = call(client, lambda: runtime.router.tasks.list_runs("acme", "alice"))  # type: ignore[union-attr]

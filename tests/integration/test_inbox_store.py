@@ -41,7 +41,7 @@ from genworker.autonomy.inbox import (
     new_item,
 )
 from genworker.autonomy.inbox.store import micros
-from genworker.events import Event, InProcessEventBus
+from genworker.bus import Event, InProcessEventBus
 from genworker.ids import InvalidIdError
 
 pytestmark = pytest.mark.anyio

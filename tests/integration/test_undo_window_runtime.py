@@ -22,7 +22,7 @@ from fastapi.testclient import TestClient
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.duties import FireOutcome
-from genworker.events import Event, new_event
+from genworker.bus import Event, new_event
 from genworker.runtime.composition import Runtime
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply, scripted_env

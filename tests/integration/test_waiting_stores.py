@@ -24,7 +24,7 @@ from genworker.autonomy.waiting import (
     WaitingStore,
     WaitingTransitionError,
 )
-from genworker.events import InProcessEventBus, new_event
+from genworker.bus import InProcessEventBus, new_event
 from genworker.observability.metrics import REGISTRY
 from genworker.workspace.models.base import thaw
 

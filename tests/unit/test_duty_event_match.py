@@ -10,7 +10,7 @@ import pytest
 
 from genworker.autonomy.duties import event_matches
 from genworker.autonomy.duties.event_types import upstream_pattern_matches
-from genworker.events.models import Event, new_event
+from genworker.bus.models import Event, new_event
 from genworker.workspace.models.duty import EventTrigger
 from genworker.workspace.snapshot import Worker
 

@@ -29,8 +29,8 @@ from genworker.autonomy.duties import (
     select_slots,
 )
 from genworker.autonomy.duties.slots import EPOCH
-from genworker.events import InProcessEventBus
-from genworker.events.models import new_event
+from genworker.bus import InProcessEventBus
+from genworker.bus.models import new_event
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.router import RouteRequest
 from genworker.worker.task import RunRecord, TaskManifest, TaskProvenance
@@ -298,8 +298,9 @@ async def test_a_transition_recorded_before_a_crash_fires_once_after_it(
     # the process recorded the transition, then died before firing
     pending = store.transition("acme", "alice", "c", "q", True, T0)
     assert pending == T0 and runs(root) == []
-    first, second = scheduler(root, reload(root), clock, route, metrics=metrics), scheduler(
-        root, reload(root), clock, route, metrics=metrics
+    first, second = (
+        scheduler(root, reload(root), clock, route, metrics=metrics),
+        scheduler(root, reload(root), clock, route, metrics=metrics),
     )
     clock.now += timedelta(minutes=1)
     a, b = await asyncio.gather(first.check("acme", "alice", "c", "q"), second.check("acme", "alice", "c", "q"))

@@ -11,7 +11,7 @@ from types import MappingProxyType
 
 import pytest
 
-from genworker.events import (
+from genworker.bus import (
     BusClosedError,
     Event,
     EventBus,
@@ -155,7 +155,7 @@ async def test_a_raising_handler_breaks_neither_the_publisher_nor_the_others(
     bus.subscribe("*", explode)
     bus.subscribe("*", after)
     first, second = event("a.one"), event("a.two")
-    with caplog.at_level(logging.ERROR, logger="genworker.events"):
+    with caplog.at_level(logging.ERROR, logger="genworker.bus"):
         await bus.publish(first)
         await bus.publish(second)
         await bus.drain()
@@ -237,7 +237,7 @@ async def test_a_full_mailbox_drops_and_logs(caplog: pytest.LogCaptureFixture) -
 
     bus.subscribe("*", stuck)
     events = [event(f"a.e{n}") for n in range(3)]
-    with caplog.at_level(logging.ERROR, logger="genworker.events"):
+    with caplog.at_level(logging.ERROR, logger="genworker.bus"):
         for value in events:
             await bus.publish(value)
     assert any(events[2].event_id in r.getMessage() and "dropped" in r.getMessage() for r in caplog.records)
@@ -277,7 +277,7 @@ async def test_close_cancels_a_handler_that_never_returns(caplog: pytest.LogCapt
     bus.subscribe("*", forever)
     await bus.publish(event("a.one"))
     await asyncio.wait_for(started.wait(), WAIT_S)
-    with caplog.at_level(logging.WARNING, logger="genworker.events"):
+    with caplog.at_level(logging.WARNING, logger="genworker.bus"):
         await asyncio.wait_for(bus.close(), WAIT_S)
     assert cancelled.is_set() and _mailbox_tasks() == []
     assert any("cancelled" in r.getMessage() for r in caplog.records)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from genworker.autonomy.goals import GoalAggregate, GoalFileError, GoalNotFound, GoalTransitionError
-from genworker.events import Event, InProcessEventBus
+from genworker.bus import Event, InProcessEventBus
 from genworker.workspace.registry import WorkspaceRegistry
 
 pytestmark = pytest.mark.anyio

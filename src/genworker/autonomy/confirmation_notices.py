@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from genworker.autonomy.briefs import BriefService
 from genworker.autonomy.inbox.models import InboxWriter, new_item
-from genworker.events import EventBus, EventBusError, new_event
+from genworker.bus import EventBus, EventBusError, new_event
 from genworker.worker.confirmations.models import (
     CONFIRMATION_CLOSED,
     CONFIRMATION_DECIDED,

@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
+from genworker.bus import EventBus, new_event
 from genworker.delivery.messages import ChatType, DeliveryResult, OutboundFormat, OutboundMessage, Target
 from genworker.delivery.redelivery import DueTimes, RedeliveryPolicy
-from genworker.events import EventBus, new_event
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.observability.logging import log_decision, redact_text

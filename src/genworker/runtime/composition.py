@@ -46,6 +46,7 @@ from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, Wait
 from genworker.autonomy.waiting.replies import ChannelReplies
 from genworker.autonomy.waiting.resume import registry_policy, resume_through, scan_interval, timeout_to_brief
 from genworker.autonomy.waiting.runs import cancel_parked, park_run
+from genworker.bus import EventBus, InProcessEventBus, RedisEventBus
 from genworker.channels.email import EmailPolling
 from genworker.channels.ingest import Channels, redelivery_policy
 from genworker.channels.longconn import LongConnections, build_long_connections, stop_long_connections
@@ -53,7 +54,6 @@ from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.delivery.outbox import Outbox, outbox_events
-from genworker.events import EventBus, InProcessEventBus, RedisEventBus
 from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory, turns_running
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from genworker.events import EventBus, new_event
+from genworker.bus import EventBus, new_event
 from genworker.observability.status import ComponentRuntimeStatus
 from genworker.settings import Settings
 from genworker.tools.audit import WorkerAuditSink

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from genworker.autonomy.duties.contract import parse_output
+from genworker.bus.models import Event
 from genworker.channels.registry import ChannelBinding
 from genworker.delivery.outbox import Outbox, OutboxEntry, OutboxMessage, Recipient
 from genworker.delivery.recipients import (
@@ -45,7 +46,6 @@ from genworker.delivery.recipients import (
     find_contact,
     owner_of,
 )
-from genworker.events.models import Event
 from genworker.fsutil import write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.worker.contract_record import DeliveryRecord, DeliveryState

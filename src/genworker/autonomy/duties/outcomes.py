@@ -20,11 +20,11 @@ from genworker.autonomy.duties.delivery import DutyDelivery
 from genworker.autonomy.duties.escalation import Escalations
 from genworker.autonomy.duties.escalation_plans import DueEscalation, EscalationPlans
 from genworker.autonomy.duties.routing import route_through
+from genworker.bus import EventBus, new_event
+from genworker.bus.models import Event
 from genworker.channels.registry import ChannelBinding
 from genworker.delivery.outbox import Outbox
 from genworker.engine.base import RunResult
-from genworker.events import EventBus, new_event
-from genworker.events.models import Event
 from genworker.worker.contract_record import ContractCheck, EscalationRecord
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.router import RouteRequest, WorkerRouter

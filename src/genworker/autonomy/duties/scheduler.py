@@ -49,8 +49,8 @@ from genworker.autonomy.duties.slots import (
     select_slots,
 )
 from genworker.autonomy.duties.store import DutyStore, ExecutionRecord, PendingRetry
-from genworker.events import EventBus, Subscription
-from genworker.events.models import Event
+from genworker.bus import EventBus, Subscription
+from genworker.bus.models import Event
 from genworker.worker.governance.errors import GovernanceInputError
 from genworker.worker.governance.evidence import NO_EVIDENCE, Evidence, evidence_from
 from genworker.worker.router import RouteRequest

@@ -30,7 +30,7 @@ from typing import Any, Final, Literal, get_args
 
 from genworker.autonomy.goals.document import edit_goal_file, parse_goal_text, read_goal_id
 from genworker.autonomy.goals.errors import GoalFileError, GoalNotFound, GoalTransitionError
-from genworker.events import EventBus, EventBusError, new_event
+from genworker.bus import EventBus, EventBusError, new_event
 from genworker.fsutil import file_lock
 from genworker.ids import safe_join, validate_id
 from genworker.workspace.models import Goal, GoalStatus

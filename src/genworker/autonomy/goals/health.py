@@ -28,7 +28,7 @@ from typing import Final, Literal
 from genworker.autonomy.goals.aggregate import GoalAggregate
 from genworker.autonomy.goals.projector import GoalProgressProjector
 from genworker.autonomy.inbox import InboxWriter, new_item
-from genworker.events import EventBus, EventBusError, new_event
+from genworker.bus import EventBus, EventBusError, new_event
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join
 from genworker.workspace.models import Goal, GoalStatus

@@ -40,7 +40,7 @@ from genworker.autonomy.goals.errors import GoalError
 from genworker.autonomy.goals.evaluator import GoalEvaluator, Target, run_evidence
 from genworker.autonomy.goals.verdicts import LastVerdict, VerdictLog
 from genworker.autonomy.inbox import InboxWriter, new_item
-from genworker.events import EventBus, EventBusError, new_event
+from genworker.bus import EventBus, EventBusError, new_event
 from genworker.fsutil import file_lock, write_atomic
 from genworker.ids import safe_join
 from genworker.worker.lifecycle import TaskLifecycle

@@ -64,7 +64,7 @@ from genworker.autonomy.heartbeat.strategy import (
     Summarize,
 )
 from genworker.autonomy.inbox import InboxAggregate, InboxError, InboxItem
-from genworker.events import EventBus, EventBusError, new_event
+from genworker.bus import EventBus, EventBusError, new_event
 from genworker.observability.metrics import record_heartbeat
 from genworker.worker.context.tokens import truncate_tokens
 from genworker.worker.governance.errors import GovernanceInputError

@@ -16,7 +16,7 @@ from genworker.autonomy.heartbeat.runner import HeartbeatRunner
 from genworker.autonomy.heartbeat.scheduler import HeartbeatScheduler
 from genworker.autonomy.heartbeat.strategy import HeartbeatStrategy
 from genworker.autonomy.inbox import InboxAggregate
-from genworker.events import EventBus
+from genworker.bus import EventBus
 from genworker.worker.router import WorkerRouter
 from genworker.workspace.snapshot import Worker
 

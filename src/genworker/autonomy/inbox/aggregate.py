@@ -40,7 +40,7 @@ from genworker.autonomy.inbox.topics import (
     item_event,
     publish_quietly,
 )
-from genworker.events import EventBus
+from genworker.bus import EventBus
 from genworker.observability.logging import log_decision
 from genworker.observability.metrics import record_dead_letter
 

@@ -64,7 +64,7 @@ from genworker.autonomy.inbox.store import (
     with_state_of,
 )
 from genworker.autonomy.inbox.topics import publish_quietly, written_event
-from genworker.events import EventBus
+from genworker.bus import EventBus
 from genworker.group_commit import GroupCommit, Request
 from genworker.ids import safe_join, validate_id
 

@@ -41,7 +41,7 @@ from genworker.autonomy.inbox.store import (
     micros,
 )
 from genworker.autonomy.inbox.topics import publish_quietly, written_event
-from genworker.events import EventBus
+from genworker.bus import EventBus
 from genworker.ids import validate_id
 
 __all__ = ["RedisInboxStore"]

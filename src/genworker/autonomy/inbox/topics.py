@@ -6,7 +6,7 @@ import logging
 from typing import Any, Final
 
 from genworker.autonomy.inbox.models import InboxItem
-from genworker.events import Event, EventBus, EventBusError, new_event
+from genworker.bus import Event, EventBus, EventBusError, new_event
 
 __all__ = [
     "ITEM_CONSUMED",

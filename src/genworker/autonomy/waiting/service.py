@@ -33,7 +33,7 @@ from genworker.autonomy.inbox import InboxStore
 from genworker.autonomy.inbox.topics import ITEM_WRITTEN
 from genworker.autonomy.waiting.models import WaitingError, WaitingPlan, WaitingPlanNotFound, WaitingTransitionError
 from genworker.autonomy.waiting.store import WaitingStore
-from genworker.events import Event, EventBus, Subscription
+from genworker.bus import Event, EventBus, Subscription
 from genworker.ids import validate_match_key
 from genworker.observability.metrics import record_waiting_plan
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy

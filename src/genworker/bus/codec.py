@@ -7,8 +7,8 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
-from genworker.events.errors import EventDecodeError
-from genworker.events.models import SCHEMA_VERSION, Event
+from genworker.bus.errors import EventDecodeError
+from genworker.bus.models import SCHEMA_VERSION, Event
 
 __all__ = ["EVENT_ADAPTER", "decode_event", "encode_event", "event_from_json", "event_to_json"]
 

@@ -1,11 +1,11 @@
 """Events: one typed `Event`, the `EventBus` interface, an in-process bus and a Redis bus across processes."""
 
-from genworker.events.bus import EventBus, Handler, Subscription, topic_matches, validate_pattern
-from genworker.events.codec import EVENT_ADAPTER, decode_event, encode_event
-from genworker.events.errors import BusClosedError, EventBusError, EventDecodeError, EventPublishError
-from genworker.events.local import InProcessEventBus
-from genworker.events.models import Event, new_event
-from genworker.events.redis_bus import RedisEventBus
+from genworker.bus.base import EventBus, Handler, Subscription, topic_matches, validate_pattern
+from genworker.bus.codec import EVENT_ADAPTER, decode_event, encode_event
+from genworker.bus.errors import BusClosedError, EventBusError, EventDecodeError, EventPublishError
+from genworker.bus.local import InProcessEventBus
+from genworker.bus.models import Event, new_event
+from genworker.bus.redis_bus import RedisEventBus
 
 __all__ = [
     "EVENT_ADAPTER",

@@ -16,7 +16,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Final, Protocol
 
-from genworker.events.models import Event
+from genworker.bus.models import Event
 
 __all__ = ["PATTERN_RE", "EventBus", "Handler", "Subscription", "topic_matches", "validate_pattern"]
 

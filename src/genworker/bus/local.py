@@ -6,9 +6,9 @@ import asyncio
 import logging
 from typing import Final
 
-from genworker.events.bus import Handler, Subscription
-from genworker.events.errors import BusClosedError
-from genworker.events.models import Event
+from genworker.bus.base import Handler, Subscription
+from genworker.bus.errors import BusClosedError
+from genworker.bus.models import Event
 
 __all__ = ["DEFAULT_MAX_PENDING", "InProcessEventBus"]
 

@@ -20,11 +20,11 @@ from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.exceptions import RedisError
 
-from genworker.events.bus import Handler, Subscription
-from genworker.events.codec import event_from_json, event_to_json
-from genworker.events.errors import BusClosedError, EventBusError, EventPublishError
-from genworker.events.local import DEFAULT_MAX_PENDING, InProcessEventBus
-from genworker.events.models import Event
+from genworker.bus.base import Handler, Subscription
+from genworker.bus.codec import event_from_json, event_to_json
+from genworker.bus.errors import BusClosedError, EventBusError, EventPublishError
+from genworker.bus.local import DEFAULT_MAX_PENDING, InProcessEventBus
+from genworker.bus.models import Event
 
 __all__ = ["RedisEventBus"]
 
