@@ -131,6 +131,7 @@ def test_the_store_is_created_once_per_app_from_the_runtime_workspace(client: Te
 
 def test_a_bare_app_can_bring_its_own_store(workspace: Path) -> None:
     app = FastAPI()
+    app.state.runtime = app.state.api_keys = None  # what create_app declares
     install_error_handlers(app)
     app.add_api_route("/test/chat", chat, methods=["POST"])
     with TestClient(app) as client:

@@ -72,9 +72,16 @@ NOT_ANSWERED: Mapping[tuple[str, str], Mapping[int, str]] = {
         for kind in ("webhook", "interactivity", "slash")
     },
 }
-# Functions whose errors cannot reach a client: the app's lifespan sets app.state.runtime once
+# Functions whose errors cannot reach a client: the app's lifespan sets app.state (runtime last) once
 # Runtime.start has built the router, and uvicorn takes no request before the lifespan has started.
-UNREACHABLE: frozenset[str] = frozenset({"genworker.api.deps.runtime_of", "genworker.api.runs.router_of"})
+UNREACHABLE: frozenset[str] = frozenset(
+    {
+        "genworker.api.deps.runtime_of",
+        "genworker.api.deps.api_keys_of",
+        "genworker.api.deps.service_limiters_of",
+        "genworker.api.runs.router_of",
+    }
+)
 
 
 def raised_statuses(name: str, root: Path) -> frozenset[int]:

@@ -14,6 +14,7 @@ from genworker import __version__
 from genworker.api.auth import install_cors
 from genworker.api.errors import install_error_handlers
 from genworker.api.openapi import install_openapi
+from genworker.api.ratelimit import Limiter, per_client_and_worker
 from genworker.api.routes import (
     autonomy,
     chat,
@@ -40,8 +41,10 @@ from genworker.api.routes import service as service_routes
 from genworker.api.routes import suggestions as suggestion_routes
 from genworker.api.routes import undo as undo_routes
 from genworker.api.routes import waiting as waiting_routes
+from genworker.auth import ApiKeyStore
+from genworker.dashboard import default_aggregator
 from genworker.observability.request_id import RequestIdMiddleware
-from genworker.runtime.composition import build_runtime
+from genworker.runtime.composition import Runtime, build_runtime
 from genworker.settings import Settings, load_settings
 
 __all__ = ["create_app"]
@@ -63,7 +66,9 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
         for warning in resolved.warnings:
             log.warning("[Runtime] %s", warning)
         await runtime.start()
-        app.state.runtime = runtime
+        app.state.api_keys = ApiKeyStore(resolved.workspace)
+        app.state.service_limiters = _service_limiters(runtime)
+        app.state.runtime = runtime  # last: requests are served from here on
         if freeze_gc:
             gc.collect()
             gc.freeze()
@@ -75,6 +80,11 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
             await runtime.stop()
 
     app = FastAPI(title="genworker", version=__version__, lifespan=lifespan)
+    # Everything the app keeps (read by api/deps.py and api/auth.py); only this factory sets it.
+    app.state.runtime = None  # the started Runtime
+    app.state.api_keys = None  # the tenants' API keys (ApiKeyStore) over the runtime's workspace
+    app.state.service_limiters = None  # the anonymous service route's two rate limits
+    app.state.dashboard = default_aggregator()  # the console's blocks
     install_error_handlers(app)
     install_cors(app, (settings or load_settings()).cors_origins)  # middleware is fixed before start-up
     # Requests match routers in this order and no two paths overlap: the busiest (health, chat,
@@ -106,3 +116,10 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     install_openapi(app)
     return app
+
+
+def _service_limiters(runtime: Runtime) -> tuple[Limiter, Limiter]:
+    number = runtime.settings.number
+    per_client = int(number("GENWORKER_SERVICE_ANON_PER_MINUTE", 10, 1, 10_000))
+    per_worker = int(number("GENWORKER_SERVICE_ANON_WORKER_PER_MINUTE", 120, 1, 1_000_000))
+    return per_client_and_worker(runtime.aredis, per_client, per_worker)

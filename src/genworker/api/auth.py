@@ -7,7 +7,6 @@ not exist, so a key cannot probe other tenants.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Annotated, Final
 
@@ -16,7 +15,7 @@ from fastapi.security import HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware.cors import CORSMiddleware
 
-from genworker.api.deps import runtime_of
+from genworker.api.deps import api_keys_of
 from genworker.api.errors import ApiError
 from genworker.auth import ApiKeyStore, Principal
 from genworker.dashboard.session import CsrfRefused, session_principal
@@ -35,7 +34,6 @@ __all__ = [
 ]
 
 _BEARER_HINT = "send 'Authorization: Bearer <api key>' (create one with `genworker keys create --tenant T`)"
-_store_lock = threading.Lock()
 API_KEY_SCHEME: Final = "ApiKey"
 
 
@@ -53,15 +51,8 @@ _declared = _DeclaredBearer(
 
 
 def get_api_keys(request: Request) -> ApiKeyStore:
-    """The app's key store (`app.state.api_keys`), created on first use over the runtime's workspace."""
-    store: ApiKeyStore | None = getattr(request.app.state, "api_keys", None)
-    if store is None:
-        workspace = runtime_of(request).settings.workspace
-        with _store_lock:
-            store = getattr(request.app.state, "api_keys", None)
-            if store is None:
-                store = request.app.state.api_keys = ApiKeyStore(workspace)
-    return store
+    """The app's key store, over the runtime's workspace."""
+    return api_keys_of(request)
 
 
 async def require_principal(request: Request, _scheme: Annotated[None, Depends(_declared)] = None) -> Principal:
@@ -72,8 +63,8 @@ async def require_principal(request: Request, _scheme: Annotated[None, Depends(_
     else may read key files, so it runs in the threadpool.
     """
     header = request.headers.get("authorization")
-    store: ApiKeyStore | None = getattr(request.app.state, "api_keys", None)
-    if header and store is not None:
+    if header and request.app.state.api_keys is not None:
+        store = api_keys_of(request)
         principal = store.verify_cached(_bearer_token(header))
         if principal is not None:
             request.state.principal = principal

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -151,9 +152,15 @@ def _allowed_methods(request: Request, given: str | None = None) -> str:
     return ", ".join(sorted(methods))
 
 
+# per app, made on first use (once every route is included)
+_DOCUMENTED: weakref.WeakKeyDictionary[Any, list[tuple[re.Pattern[str], int, frozenset[str]]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _documented_paths(app: Any) -> list[tuple[re.Pattern[str], int, frozenset[str]]]:
     """(path pattern, its number of literal segments, methods) of each path of the OpenAPI document."""
-    found: list[tuple[re.Pattern[str], int, frozenset[str]]] | None = getattr(app.state, "documented_paths", None)
+    found = _DOCUMENTED.get(app)
     if found is None:
         found = [
             (
@@ -163,7 +170,7 @@ def _documented_paths(app: Any) -> list[tuple[re.Pattern[str], int, frozenset[st
             )
             for path, ops in app.openapi().get("paths", {}).items()
         ]
-        app.state.documented_paths = found
+        _DOCUMENTED[app] = found
     return found
 
 

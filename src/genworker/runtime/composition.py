@@ -114,6 +114,7 @@ class Runtime:
     command_backend: AutonomyCommandBackend | None = None  # the IM commands' backend (channels)
     channel_replier: ChannelDelivery | None = None  # outbound replies and proactive sends (channels.outbound)
     long_connections: LongConnections | None = None  # Slack Socket Mode, Feishu/Lark ws, DingTalk Stream
+    channels: Channels | None = None  # the IM webhooks' ingress: journal, processor (channels.ingest)
     outbox: Outbox | None = None  # proactive sends once per key, re-sent until delivered (channels.outbound)
     briefs: BriefService | None = None  # interruption budget + scheduled briefs
     waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
@@ -160,7 +161,7 @@ class Runtime:
         from genworker.channels.ingest import build_channels, stop_with
 
         inbox = InboxFacts(self.inbox) if self.inbox is not None else None  # watched group messages
-        channels = await build_channels(self, inbox)  # sets self.channels; replier: self.channel_replier if set
+        channels = self.channels = await build_channels(self, inbox)  # replier: self.channel_replier
         self._connect_waiting(channels)
         self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
         self.long_connections = build_long_connections(self, channels)  # their events enter the same ingest

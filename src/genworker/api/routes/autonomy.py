@@ -10,14 +10,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import loaded_worker, require_principal
-from genworker.api.deps import get_runtime
+from genworker.api.deps import get_runtime, heartbeat_of, inbox_aggregate_of, inbox_of
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import InboxItemId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.api.runs import router_of
 from genworker.auth import Principal
-from genworker.autonomy.heartbeat import HeartbeatFileError, HeartbeatService, describe_entry, job_id, meta_json
-from genworker.autonomy.inbox import InboxItemNotFoundError, InboxState, InboxStore, InvalidTransitionError
+from genworker.autonomy.heartbeat import HeartbeatFileError, describe_entry, job_id, meta_json
+from genworker.autonomy.inbox import InboxItemNotFoundError, InboxState, InvalidTransitionError
 from genworker.autonomy.inbox.codec import item_to_json
 from genworker.ids import InvalidIdError, validate_id
 from genworker.runtime.composition import Runtime
@@ -36,18 +36,6 @@ def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str
     return loaded_worker(principal, runtime, worker_id).key
 
 
-def _inbox(runtime: Runtime) -> InboxStore:
-    if runtime.inbox is None:
-        raise ApiError(503, "inbox_unavailable", "the inbox is not configured on this runtime")
-    return runtime.inbox
-
-
-def _heartbeat(runtime: Runtime) -> HeartbeatService:
-    if runtime.heartbeat is None:
-        raise ApiError(503, "heartbeat_unavailable", "the heartbeat is not configured on this runtime")
-    return runtime.heartbeat
-
-
 @router.get("/inbox", summary="A worker's inbox items, oldest first, with the count in each state")
 async def list_inbox(
     worker_id: WorkerId,
@@ -58,7 +46,7 @@ async def list_inbox(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    inbox = _inbox(runtime)
+    inbox = inbox_of(runtime)
     items = await inbox.list(tenant_id, worker, state, limit=limit, offset=offset)
     counts = await inbox.counts(tenant_id, worker)
     return {
@@ -78,10 +66,8 @@ async def requeue_item(
     worker_id: WorkerId, item_id: InboxItemId, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    _inbox(runtime)
-    aggregate = runtime.inbox_aggregate
-    if aggregate is None:
-        raise ApiError(503, "inbox_unavailable", "the inbox is not configured on this runtime")
+    inbox_of(runtime)
+    aggregate = inbox_aggregate_of(runtime)
     not_found = ApiError(404, "inbox_item_not_found", f"no inbox item {item_id!r} for worker {worker_id!r}")
     try:
         validate_id(item_id, "inbox item id")
@@ -101,7 +87,7 @@ async def run_heartbeat(
     wait: Annotated[bool, Query(description="also wait for the tasks and isolated runs it starts")] = False,
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    service = _heartbeat(runtime)
+    service = heartbeat_of(runtime)
     try:
         report = await service.run_once(tenant_id, worker)
     except HeartbeatFileError as exc:
@@ -123,7 +109,7 @@ async def run_heartbeat(
 @router.get("/heartbeat", summary="The worker's heartbeat state: meta, schedule and concerns in their window")
 async def heartbeat_state(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    service = _heartbeat(runtime)
+    service = heartbeat_of(runtime)
     try:
         meta = await service.meta(tenant_id, worker)
         concerns = await service.runner.ledger.entries(tenant_id, worker)

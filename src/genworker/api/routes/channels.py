@@ -16,13 +16,12 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 
-from genworker.api.deps import runtime_of
+from genworker.api.deps import channels_of, runtime_of
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import AdapterId
 from genworker.channels import dingtalk, feishu, slack, wecom
 from genworker.channels.base import InboundAck, InboundKind, InboundRequest
 from genworker.channels.errors import ChannelError
-from genworker.channels.ingest import Channels
 from genworker.channels.registry import ChannelBinding
 from genworker.observability import metrics
 
@@ -67,15 +66,8 @@ async def slash(adapter_id: AdapterId, request: Request) -> Response:
     return await _inbound(adapter_id, request, "slash")
 
 
-def _channels(request: Request) -> Channels:
-    channels: Channels | None = getattr(runtime_of(request), "channels", None)
-    if channels is None:
-        raise ApiError(503, "channels_unavailable", "channel ingress is not running on this server")
-    return channels
-
-
 async def _inbound(adapter_id: str, request: Request, kind: InboundKind) -> Response:
-    channels = _channels(request)
+    channels = channels_of(runtime_of(request))
     binding = channels.registry.resolve(adapter_id)
     if binding is None or binding.platform not in PARSERS:
         log.info("[Channels] %s %s: no such inbound channel", request.method, request.url.path)

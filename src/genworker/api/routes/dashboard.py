@@ -18,7 +18,7 @@ from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import RunId, SuggestionId, WorkerId
 from genworker.auth import Principal
-from genworker.dashboard import BlockContext, DashboardAggregator, default_aggregator, static_dir
+from genworker.dashboard import BlockContext, DashboardAggregator, static_dir
 from genworker.dashboard.aggregator import BlockUnavailable
 from genworker.dashboard.blocks_work import command_backend, router_of
 from genworker.dashboard.console import health, overview, visible_workers
@@ -54,9 +54,7 @@ _MAX_LOGIN_BODY = 4096
 
 
 def aggregator_of(request: Request) -> DashboardAggregator:
-    found: DashboardAggregator | None = getattr(request.app.state, "dashboard", None)
-    if found is None:
-        found = request.app.state.dashboard = default_aggregator()
+    found: DashboardAggregator = request.app.state.dashboard  # set by the app factory
     return found
 
 

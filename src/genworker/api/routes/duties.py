@@ -11,13 +11,13 @@ from pydantic import Field, TypeAdapter
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import get_runtime
+from genworker.api.deps import duties_of, duty_outcomes_of, get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
 from genworker.api.params import DutyId, RunId, WorkerId
 from genworker.api.routes.chat import run_summary
 from genworker.auth import Principal
-from genworker.autonomy.duties import DutyNotFound, DutyScheduler, DutyStateError, aps_trigger
+from genworker.autonomy.duties import DutyNotFound, DutyStateError, aps_trigger
 from genworker.autonomy.duties.delivery import NothingHeld
 from genworker.runtime.composition import Runtime
 from genworker.worker.contract_record import DeliveryRecord
@@ -39,12 +39,6 @@ class RunDutyBody(RequestBody):
     evidence: EvidenceBody | None = Field(
         None, description="an inferred action's evidence for the Policy Gate", examples=[EXAMPLE]
     )
-
-
-def _scheduler(runtime: Runtime) -> DutyScheduler:
-    if runtime.duties is None:
-        raise ApiError(503, "duties_unavailable", "the duty scheduler is not configured on this runtime")
-    return runtime.duties
 
 
 def _duty_not_found(duty_id: str) -> ApiError:
@@ -81,7 +75,7 @@ async def run_duty(
     worker = loaded_worker(principal, runtime, worker_id)
     body = body or RunDutyBody()
     try:
-        fired = await _scheduler(runtime).run_manual(
+        fired = await duties_of(runtime).run_manual(
             worker, duty_id, body.trigger_id, idempotency_key=idempotency_key, evidence=evidence_of(body.evidence)
         )
     except DutyNotFound:
@@ -101,7 +95,7 @@ async def list_executions(worker_id: WorkerId, duty_id: DutyId, principal: Auth,
     if duty_id not in worker.duties:
         raise _duty_not_found(duty_id)
     try:
-        store = _scheduler(runtime).store
+        store = duties_of(runtime).store
         records = await asyncio.to_thread(store.executions, worker.tenant_id, worker.worker_id, duty_id)
     except DutyStateError as exc:
         raise ApiError(500, "duty_state_unreadable", str(exc)) from None
@@ -122,10 +116,9 @@ async def release_result(
     duty = worker.duties.get(duty_id)
     if duty is None:
         raise _duty_not_found(duty_id)
-    if runtime.duty_outcomes is None:
-        raise ApiError(503, "duties_unavailable", "duty delivery is not configured on this runtime")
+    outcomes = duty_outcomes_of(runtime)
     try:
-        run = await runtime.duty_outcomes.delivery.release(worker, duty, RunRef(*worker.key, run_id))
+        run = await outcomes.delivery.release(worker, duty, RunRef(*worker.key, run_id))
     except RunNotFound:
         raise ApiError(404, "run_not_found", f"no run {run_id!r} for worker {worker_id!r}") from None
     except NothingHeld as exc:

@@ -17,12 +17,11 @@ from pydantic import BaseModel, ConfigDict, SecretStr, create_model
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import get_runtime
+from genworker.api.deps import delivery_of, get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import AdapterId, WorkerId
 from genworker.auth import Principal
 from genworker.channels.outbound.credentials import CredentialsError, credentials_view, save_credentials
-from genworker.channels.outbound.delivery import ChannelDelivery
 from genworker.channels.registry import ChannelBinding, ChannelRegistry, split_adapter_id
 from genworker.runtime.composition import Runtime
 from genworker.workspace.models.credentials import ChannelCredentials
@@ -65,13 +64,6 @@ class ImConfigBody(RequestBody):
         json_schema_extra={"examples": [{"credentials": {"slack": {"bot_token": "xoxb-...", "app_token": None}}}]},
     )
     credentials: CredentialsUpdate
-
-
-def _delivery(runtime: Runtime) -> ChannelDelivery:
-    delivery: ChannelDelivery | None = getattr(runtime, "channel_replier", None)
-    if delivery is None:
-        raise ApiError(503, "unavailable", "channel delivery is not running")
-    return delivery
 
 
 def _worker(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str, str]:
@@ -127,7 +119,7 @@ async def put_im_config(
     except CredentialsError as exc:  # the shape is the body model's: what is left depends on what is stored
         raise ApiError(409, "credentials_incomplete", str(exc)) from None
     outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker)
-    delivery: ChannelDelivery | None = getattr(runtime, "channel_replier", None)
+    delivery = runtime.channel_replier  # not running: no clients to reset
     reloaded = delivery.reload(tenant_id, worker) if delivery is not None else []
     return {**_config(runtime, tenant_id, worker), "reload": {**_outcome(outcome), "clients_reset": reloaded}}
 
@@ -140,7 +132,7 @@ async def put_im_config(
 async def reload_im_config(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker)
-    reloaded = _delivery(runtime).reload(tenant_id, worker)
+    reloaded = delivery_of(runtime).reload(tenant_id, worker)
     return {"worker_id": worker, **_outcome(outcome), "clients_reset": reloaded}
 
 
@@ -151,14 +143,14 @@ async def reload_im_config(worker_id: WorkerId, principal: Auth, runtime: Runtim
 )
 async def im_config_status(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    delivery = _delivery(runtime)
+    delivery = delivery_of(runtime)
     bindings = _channels(runtime).bindings(tenant_id, worker)
     return {"worker_id": worker, "channels": [delivery.status(b) for b in bindings]}
 
 
 @router.get("/channel", summary="The caller's tenant's channel adapters", responses=_DELIVERY)
 async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    delivery = _delivery(runtime)
+    delivery = delivery_of(runtime)
     mine = [
         b for b in _channels(runtime).all() if b.tenant_id == principal.tenant_id and principal.can_use(b.worker_id)
     ]
@@ -172,7 +164,7 @@ async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
 )
 async def adapter_status(adapter_id: AdapterId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     binding = _own_binding(principal, runtime, adapter_id)
-    return _delivery(runtime).status(binding)
+    return delivery_of(runtime).status(binding)
 
 
 def _own_binding(principal: Principal, runtime: Runtime, adapter_id: str) -> ChannelBinding:

@@ -22,10 +22,9 @@ from sse_starlette import EventSourceResponse
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import get_runtime
+from genworker.api.deps import get_runtime, service_limiters_of
 from genworker.api.errors import ApiError, ErrorBody, error_responses
 from genworker.api.params import TenantId, ThreadId, WorkerId
-from genworker.api.ratelimit import Limiter, per_client_and_worker
 from genworker.api.routes.chat import ProtocolQuery, _stream
 from genworker.api.runs import router_of, start_run
 from genworker.auth import Principal
@@ -53,16 +52,6 @@ class ServiceChatRequest(RequestBody):
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 Auth = Annotated[Principal, Depends(require_principal)]
-
-
-def _limiters(request: Request, runtime: Runtime) -> tuple[Limiter, Limiter]:
-    limiters: tuple[Limiter, Limiter] | None = getattr(request.app.state, "service_limiters", None)
-    if limiters is None:
-        number = runtime.settings.number
-        per_client = int(number("GENWORKER_SERVICE_ANON_PER_MINUTE", 10, 1, 10_000))
-        per_worker = int(number("GENWORKER_SERVICE_ANON_WORKER_PER_MINUTE", 120, 1, 1_000_000))
-        limiters = request.app.state.service_limiters = per_client_and_worker(runtime.aredis, per_client, per_worker)
-    return limiters
 
 
 @router.post(
@@ -95,7 +84,7 @@ async def anonymous_chat(
             f"{tenant_id}/{worker_id} takes no anonymous messages (it needs mode: service and "
             "service.anonymous_allowed: true in PERSONA.md); with an API key use /api/v1/chat/stream",
         )
-    per_client, per_worker = _limiters(request, runtime)
+    per_client, per_worker = service_limiters_of(request)
     client = request.client.host if request.client is not None else "unknown"
     wait = await per_client.check((tenant_id, worker_id, client)) or await per_worker.check((tenant_id, worker_id))
     if wait is not None:

@@ -15,13 +15,11 @@ from pydantic import Field
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import get_runtime
+from genworker.api.deps import feedback_of, get_runtime, suggestions_of
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import SuggestionId, WorkerId
 from genworker.auth import Principal
 from genworker.autonomy.suggestions import (
-    FeedbackStore,
-    SuggestionAggregate,
     SuggestionDecided,
     SuggestionDetectors,
     SuggestionNotFound,
@@ -40,18 +38,6 @@ class FeedbackBody(RequestBody):
     text: str = Field(min_length=1, max_length=4000, pattern=r"\S", description="not only white space")
 
 
-def _suggestions(runtime: Runtime) -> SuggestionAggregate:
-    if runtime.suggestions is None:
-        raise ApiError(503, "suggestions_unavailable", "suggestions are not configured on this runtime")
-    return runtime.suggestions
-
-
-def _feedback(runtime: Runtime) -> FeedbackStore:
-    if runtime.feedback is None:
-        raise ApiError(503, "feedback_unavailable", "feedback is not configured on this runtime")
-    return runtime.feedback
-
-
 @router.get("/suggestions", summary="Suggestions, newest first")
 async def list_suggestions(
     worker_id: WorkerId,
@@ -60,7 +46,7 @@ async def list_suggestions(
     status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = "pending",
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    store = _suggestions(runtime).store
+    store = suggestions_of(runtime).store
     items = await asyncio.to_thread(store.list, worker.tenant_id, worker.worker_id, status)
     return {"worker_id": worker.worker_id, "suggestions": [asdict(s) for s in items]}
 
@@ -68,7 +54,7 @@ async def list_suggestions(
 @router.post("/suggestions/detect", summary="Run the suggestion detectors now; returns the new suggestions")
 async def detect(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    aggregate = _suggestions(runtime)
+    aggregate = suggestions_of(runtime)
     if runtime.router is None:
         raise ApiError(503, "not_ready", "the runtime is still starting")
     found = await SuggestionDetectors(aggregate.store, runtime.router.tasks, aggregate.goals).run(worker)
@@ -88,7 +74,7 @@ async def decide(
     runtime: RuntimeDep,
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    aggregate = _suggestions(runtime)
+    aggregate = suggestions_of(runtime)
     by = f"key:{principal.key_id}"
     try:
         decided = await asyncio.to_thread(
@@ -108,7 +94,7 @@ async def add_feedback(worker_id: WorkerId, body: FeedbackBody, principal: Auth,
     worker = loaded_worker(principal, runtime, worker_id)
     try:
         entry = await asyncio.to_thread(
-            _feedback(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
+            feedback_of(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
         )
     except ValueError as exc:  # white space only, as str.strip() sees it
         raise ApiError(422, "validation_error", f"body.text: {exc}") from None
@@ -120,5 +106,5 @@ async def list_feedback(
     worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    items = await asyncio.to_thread(_feedback(runtime).list, worker.tenant_id, worker.worker_id, limit)
+    items = await asyncio.to_thread(feedback_of(runtime).list, worker.tenant_id, worker.worker_id, limit)
     return {"worker_id": worker.worker_id, "feedback": items}

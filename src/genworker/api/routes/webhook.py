@@ -27,10 +27,9 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from genworker.api.auth import API_KEY_SCHEME, principal_worker, require_principal, worker_not_found
-from genworker.api.deps import runtime_of
+from genworker.api.deps import inbox_of, runtime_of
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import ID_MAX_LENGTH, ID_RULE, ID_SCHEMA_PATTERN
-from genworker.autonomy.inbox import InboxWriter
 from genworker.autonomy.sensing.base import utc_now
 from genworker.autonomy.sensing.errors import SensorConfigError
 from genworker.autonomy.sensing.facts import Emission, FactEmitter
@@ -259,7 +258,7 @@ async def _write(
         facts = body_facts(body, request.headers.get("idempotency-key"), digest)
     except WebhookError as exc:
         raise ApiError(exc.status, exc.code, exc.message) from None
-    writer = _writer(runtime)
+    writer = inbox_of(runtime)
     try:
         emitter = FactEmitter(tenant_id, worker_id, config, writer)
     except SensorConfigError as exc:
@@ -282,13 +281,6 @@ async def _write(
         "items": items,
     }
     return JSONResponse(answer, status_code=202)
-
-
-def _writer(runtime: Runtime) -> InboxWriter:
-    writer: InboxWriter | None = getattr(runtime, "inbox", None)
-    if writer is None:
-        raise ApiError(503, "inbox_unavailable", "the inbox is not configured on this runtime")
-    return writer
 
 
 def _item(emission: Emission) -> dict[str, Any]:

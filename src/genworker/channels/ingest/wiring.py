@@ -84,12 +84,12 @@ def create_channels(
 
 
 async def build_channels(runtime: Any, inbox: InboxWriter | None = None) -> Channels:
-    """Build, start and attach (`runtime.channels`) the channel ingress; after the router. Watched
+    """Build and start the channel ingress; after the router. Watched
     group messages go to `inbox` (the composition root adapts the inbox store to it).
 
     Dedupe claims and seen DingTalk signs go to Redis when the runtime has a shared Redis, else to
     files. The replier is `runtime.channel_replier` when the composition root provides one (the
-    outbound `ChannelDelivery`); it can also be set later on `runtime.channels.processor.replier`.
+    outbound `ChannelDelivery`); it can also be set later on `channels.processor.replier`.
     Undelivered answers are re-sent as `GENWORKER_CHANNEL_RETRY_BASE_S` / `_MAX_S` / `_HORIZON_S` say.
     """
     registry = ChannelRegistry(runtime.registry)
@@ -111,7 +111,6 @@ async def build_channels(runtime: Any, inbox: InboxWriter | None = None) -> Chan
     for binding in registry.all():
         if binding.limitation:
             log.warning("[Channels] %s: %s", binding.adapter_id, binding.limitation)
-    runtime.channels = channels
     return channels
 
 
