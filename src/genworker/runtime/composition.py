@@ -161,7 +161,15 @@ class Runtime:
         from genworker.channels.ingest import build_channels, stop_with
 
         inbox = InboxFacts(self.inbox) if self.inbox is not None else None  # watched group messages
-        channels = self.channels = await build_channels(self, inbox)  # replier: self.channel_replier
+        channels = self.channels = await build_channels(
+            self.registry,
+            self.router,
+            aredis=self.aredis,
+            replier=self.channel_replier,
+            inbox=inbox,
+            commands_backend=self.command_backend,
+            policy=redelivery_policy(self.settings.number),
+        )
         self._connect_waiting(channels)
         self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
         self.long_connections = build_long_connections(self, channels)  # their events enter the same ingest

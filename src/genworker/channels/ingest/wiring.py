@@ -22,6 +22,7 @@ from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayG
 from genworker.delivery.redelivery import RedeliveryPolicy
 from genworker.observability.metrics import register_collector, unregister_collector
 from genworker.worker.router import WorkerRouter
+from genworker.workspace.registry import WorkspaceRegistry
 
 log = logging.getLogger("genworker.channels")
 
@@ -83,17 +84,24 @@ def create_channels(
     return Channels(registry, ChannelIngest(dedupe, journal, processor, replay), processor)
 
 
-async def build_channels(runtime: Any, inbox: InboxWriter | None = None) -> Channels:
-    """Build and start the channel ingress; after the router. Watched
-    group messages go to `inbox` (the composition root adapts the inbox store to it).
+async def build_channels(
+    workspace: WorkspaceRegistry,
+    router: WorkerRouter,
+    *,
+    aredis: Any | None,
+    replier: ChannelReplier | None,
+    inbox: InboxWriter | None,
+    commands_backend: commands.CommandBackend | None,
+    policy: RedeliveryPolicy,
+) -> Channels:
+    """Build and start the channel ingress; after the router. Watched group messages go to `inbox`
+    (the composition root adapts the inbox store to it), answers through `replier` (the outbound
+    `ChannelDelivery`; it can also be set later on `channels.processor.replier`).
 
-    Dedupe claims and seen DingTalk signs go to Redis when the runtime has a shared Redis, else to
-    files. The replier is `runtime.channel_replier` when the composition root provides one (the
-    outbound `ChannelDelivery`); it can also be set later on `channels.processor.replier`.
-    Undelivered answers are re-sent as `GENWORKER_CHANNEL_RETRY_BASE_S` / `_MAX_S` / `_HORIZON_S` say.
+    Dedupe claims and seen DingTalk signs go to Redis when the runtime has a shared async client
+    (`aredis`), else to files. Undelivered answers are re-sent as `policy` says (`redelivery_policy`).
     """
-    registry = ChannelRegistry(runtime.registry)
-    aredis = getattr(runtime, "aredis", None)
+    registry = ChannelRegistry(workspace)
     root = registry.workspace.root
     dedupe: DedupeStore = RedisDedupeStore(aredis) if aredis is not None else FileDedupeStore(root)
     replay: ReplayGuard = RedisReplayGuard(aredis) if aredis is not None else FileReplayGuard(root)
@@ -101,11 +109,11 @@ async def build_channels(runtime: Any, inbox: InboxWriter | None = None) -> Chan
         registry,
         dedupe=dedupe,
         replay=replay,
-        router=runtime.router,
-        replier=getattr(runtime, "channel_replier", None),
+        router=router,
+        replier=replier,
         inbox=inbox,
-        commands_backend=getattr(runtime, "command_backend", None),
-        policy=redelivery_policy(runtime.settings.number) if hasattr(runtime, "settings") else None,
+        commands_backend=commands_backend,
+        policy=policy,
     )
     channels.replayed = await channels.start()
     for binding in registry.all():
