@@ -9,6 +9,10 @@ import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = ["cl100k"]
 
@@ -19,11 +23,21 @@ def cl100k() -> Callable[[str], Sequence[int]]:
     import tiktoken
 
     encoding = tiktoken.get_encoding("cl100k_base")
+    _drop_python_ranks(encoding)
 
     def encode(text: str) -> Sequence[int]:
         return encoding.encode(text, disallowed_special=())  # as litellm.encode: special tokens are text
 
     return encode
+
+
+def _drop_python_ranks(encoding: tiktoken.Encoding) -> None:
+    """tiktoken keeps the table it built its Rust encoder from (100,256 bytes -> rank entries, about
+    16 MB of an idle server's RSS) only to pickle an unregistered encoding by value; encoding and
+    decoding use the Rust copy. The registry's cl100k_base is pickled by name, so the Python copy
+    goes (LiteLLM shares this encoding and uses its Rust side too)."""
+    if isinstance(getattr(encoding, "_mergeable_ranks", None), dict):
+        encoding._mergeable_ranks = {}
 
 
 def _use_bundled_tables() -> None:
