@@ -39,6 +39,7 @@ bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same ru
 	$(PY) bench/waiting.py
 	$(PY) bench/memory.py
 	$(PY) bench/startup.py
+	$(PY) bench/idle_rss.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build src/*.egg-info
