@@ -29,7 +29,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"ids", "fsutil", "group_commit", "settings"}),  # leaf utilities
     frozenset({"write_journal", "observability"}),
     frozenset({"workspace"}),  # file models and loading
-    frozenset({"auth", "bus", "conversation"}),  # stores and the bus
+    frozenset({"auth", "bus", "conversation", "cluster"}),  # stores, the bus, worker ownership across processes
     frozenset({"llm", "mail", "delivery"}),  # clients of outside services: LiteLLM, IMAP; the outbox
     frozenset({"tools"}),
     frozenset({"memory"}),
