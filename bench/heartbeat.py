@@ -29,7 +29,8 @@ from typing import Any
 
 from genworker.autonomy.heartbeat import Dismiss, HeartbeatService, HeartbeatSettings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate
-from genworker.runtime.composition import build_router, build_runtime
+from genworker.runtime.assembly import build_router
+from genworker.runtime.composition import build_runtime
 from genworker.settings import load_settings
 from inbox import TENANT, WORKER, FsyncCount, bare_drain, items
 

@@ -50,8 +50,8 @@ class Server:
         runtime = app.state.runtime
         self.runtime = runtime
         self.handled = Handled()
-        runtime.channels.processor.listeners.append(self.handled)
-        self.watch = Watch(runtime.long_connections)
+        runtime.services.channels.processor.listeners.append(self.handled)
+        self.watch = Watch(runtime.services.long_connections)
         self.client = httpx.Client(base_url=live.url, timeout=30, headers={"Authorization": f"Bearer {ADMIN}"})
 
     def stop(self) -> None:
@@ -271,7 +271,7 @@ def test_two_runtimes_on_one_redis_hold_one_connection_per_binding(
     standin.wait_connected()
     first.watch.status(adapter, "connected")
     second = serve(standin, "", creds, workspace=first.workspace, **shared)
-    holder = first.runtime.leases.instance_id
+    holder = first.runtime.services.leases.instance_id
     assert second.watch.status(adapter, "standby").holder == holder
     assert second.debug_connection(adapter)["holder"] == holder
     assert len(standin.connections) == 1  # the second runtime never connected
@@ -304,7 +304,7 @@ def test_an_event_that_could_not_be_stored_is_not_acked_and_its_resend_is_answer
     creds = {"slack": {"bot_token": "xoxb-standin", "signing_secret": "unused-here", "app_token": APP_TOKEN}}
     server = serve(standin, "{type: slack, connection_mode: socket_mode}", creds)
     standin.wait_connected()
-    journal = server.runtime.channels.ingest.journal
+    journal = server.runtime.services.channels.ingest.journal
     append, failed = journal.append, threading.Event()
 
     def full_disk_once(message: Any) -> Any:

@@ -47,10 +47,10 @@ class Setup:
     def __init__(self, app: FastAPI, live: LiveServer, workspace: Path, vendor: Vendor, key: str) -> None:
         self.live, self.workspace, self.vendor = live, workspace, vendor
         runtime = app.state.runtime
-        self.processor: ChannelProcessor = runtime.channels.processor
+        self.processor: ChannelProcessor = runtime.services.channels.processor
         self.clock = ManualClock()
         self.processor.clock = self.clock
-        runtime.channel_replier.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)  # in-send retries
+        runtime.services.delivery.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)  # in-send retries
         self.handled = Handled()
         self.processor.listeners.append(self.handled)
         self.client = httpx.Client(base_url=live.url, timeout=30, headers={"Authorization": f"Bearer {key}"})

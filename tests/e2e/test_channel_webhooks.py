@@ -130,8 +130,8 @@ def server(tmp_path: Path, small_workspace: Callable[..., Path], model_server: S
     replier = RecordingReplier()
     handled = Handled()
     with LiveServer(app) as live:
-        app.state.runtime.channels.processor.replier = replier
-        app.state.runtime.channels.processor.listeners.append(handled)
+        app.state.runtime.services.channels.processor.replier = replier
+        app.state.runtime.services.channels.processor.listeners.append(handled)
         s = Server(live, replier, workspace, handled)
         yield s
         s.client.close()
@@ -178,7 +178,7 @@ def test_a_streaming_channel_gets_the_answer_while_it_is_produced(
     model_server.expect(Reply("Hello from Alice, piece by piece."))
     body, headers = slack_signed(slack_dm("hi alice", "1700000009.000100"))
     assert server.post("slack-live", body, headers).status_code == 200
-    (message, outbound), = server.replier.wait_for(1)
+    ((message, outbound),) = server.replier.wait_for(1)
     assert outbound.text == "Hello from Alice, piece by piece." and message.adapter_id == "acme~alice~slack-live"
     assert len(server.replier.streamed) == 1 and len(server.replier.streamed[0]) > 1  # word by word
     assert server.handled.wait_for("D1:1700000009.000100") == {"D1:1700000009.000100": "replied"}

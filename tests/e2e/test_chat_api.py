@@ -385,7 +385,7 @@ def test_ops_reload_moves_a_duty_schedule_without_the_file_watcher(
     with LiveServer(app) as server:
 
         def interval() -> float:
-            [job] = [j for j in app.state.runtime.duties.jobs().values() if "sweep" in j.id]
+            [job] = [j for j in app.state.runtime.services.duties.jobs().values() if "sweep" in j.id]
             return float(job.trigger.interval.total_seconds())
 
         assert interval() == 1800.0

@@ -53,7 +53,9 @@ def test_a_given_up_message_is_resent_from_the_page(
         env = scripted_env(model_server, GENWORKER_SLACK_API_BASE=slack.url)
         app = create_app(load_settings(tmp_path / "configs", env, workspace=workspace))
         with LiveServer(app) as server:
-            app.state.runtime.outbox.policy = RedeliveryPolicy(horizon_s=0)  # a failed send is given up at once
+            app.state.runtime.services.outbox.policy = RedeliveryPolicy(
+                horizon_s=0
+            )  # a failed send is given up at once
             chat = {"worker_id": "alice", "message": "Tell Dana the deploy is done."}
             answer = httpx.post(
                 server.url + "/api/v1/chat/stream", json=chat, headers={"Authorization": f"Bearer {key}"}, timeout=60

@@ -235,8 +235,7 @@ def test_an_sla_breach_is_announced_and_escalated_to_the_named_person(
     async def seen(event: Event) -> None:
         breaches.append(event)
 
-    assert s.runtime.bus is not None
-    s.runtime.bus.subscribe("duty.sla_breached", seen)
+    s.runtime.services.bus.subscribe("duty.sla_breached", seen)
     slot = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
     cron = f"{slot.second} {slot.minute} {slot.hour} {slot.day} {slot.month} *"
     front = (

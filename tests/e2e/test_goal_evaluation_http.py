@@ -104,13 +104,12 @@ def site(tmp_path: Path, small_workspace: Callable[..., Path], model_server: Scr
     app = create_app(load_settings(tmp_path / "configs", scripted_env(model_server), workspace=root))
     with LiveServer(app) as live:
         runtime: Runtime = app.state.runtime
-        assert runtime.bus is not None
         evaluated: queue.Queue[Event] = queue.Queue()
 
         async def on_evaluated(event: Event) -> None:
             evaluated.put(event)
 
-        runtime.bus.subscribe(GOAL_EVALUATED, on_evaluated)
+        runtime.services.bus.subscribe(GOAL_EVALUATED, on_evaluated)
         key = ApiKeyStore(root).create("acme")[1]
         with httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}, timeout=60) as http:
             yield Site(root, http, evaluated)

@@ -119,9 +119,11 @@ def test_an_attention_report_reaches_the_owner_on_their_channel_once(
 
     # the same heartbeat run told again (a retry of the notice): nothing is sent, nothing counted twice
     runtime, worker = s.runtime, s.runtime.registry.worker("acme", "alice")
-    assert runtime.heartbeat is not None and runtime.heartbeat.runner.notify_owner is not None and worker
+    assert worker
     again = asyncio.run(
-        runtime.heartbeat.runner.notify_owner(worker, AttentionReport(ALERT, summary["run_id"], (item.item_id,)))
+        runtime.services.heartbeat.runner.notify_owner(
+            worker, AttentionReport(ALERT, summary["run_id"], (item.item_id,))
+        )
     )
     assert again == "sent: Dana Lee (slack)"
     assert len(s.owner_messages()) == 1
@@ -165,8 +167,7 @@ def test_when_no_channel_takes_the_report_it_goes_into_the_brief_and_is_not_re_s
 ) -> None:
     model_server.expect(Reply(ATTENTION))
     s = setup("")
-    assert s.runtime.channel_replier is not None and s.runtime.outbox is not None
-    s.runtime.channel_replier.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)
+    s.runtime.services.delivery.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)
     s.vendor.down[POST] = 503
     s.sense()
     report = s.heartbeat()
@@ -175,5 +176,5 @@ def test_when_no_channel_takes_the_report_it_goes_into_the_brief_and_is_not_re_s
     assert tried == ["U-DANA"] * 4 + ["C-OPS"] * 4  # the owner's DM, then the default chat
     [held] = s.http.get("/api/v1/workers/alice/briefs/pending").json()["items"]
     assert held["reason"] == "delivery_failed" and "HTTP 503" in held["detail"]
-    [entry] = asyncio.run(s.runtime.outbox.entries("acme", "alice"))
+    [entry] = asyncio.run(s.runtime.services.outbox.entries("acme", "alice"))
     assert entry.state == "failed" and entry.next_at is None  # nothing left to re-send

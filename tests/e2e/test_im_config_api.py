@@ -203,7 +203,7 @@ def test_adapter_status_follows_real_deliveries(tmp_path: Path, workspace: Path)
     with LiveServer(vendor) as slack:
         env = settings_env(GENWORKER_SLACK_API_BASE=slack.url)
         with TestClient(create_app(load_settings(configs, env, workspace=workspace))) as client:
-            delivery = client.app.state.runtime.channel_replier  # type: ignore[attr-defined]
+            delivery = client.app.state.runtime.services.delivery  # type: ignore[attr-defined]
             failed = client.portal.call(lambda: delivery.send("acme", "alice", OutboundMessage("hi"), platform="slack"))
             assert not failed.ok and "not_in_channel" in (failed.error or "")
             status = client.get("/api/v1/channel/acme~alice~slack/status", headers=acme).json()

@@ -244,7 +244,7 @@ def test_an_outage_fails_the_call_visibly_and_the_message_arrives_once_afterward
         call("send_message", to="dana", text="Deploy done.", platform="slack"), Reply("Later.", check=told_to_wait)
     )
     s = setup()
-    outbox, replier = s.runtime.outbox, s.runtime.channel_replier
+    outbox, replier = s.runtime.services.outbox, s.runtime.services.delivery
     assert outbox is not None and replier is not None
     now = [time.time()]
     outbox.due.clock = lambda: now[0]
@@ -276,8 +276,7 @@ def test_when_the_preferred_channel_is_down_the_contacts_next_one_takes_the_mess
         Reply("Mailed instead.", check=lambda body: tool_result(body).startswith("Sent to Dana Lee (email)")),
     )
     s = setup()
-    assert s.runtime.channel_replier is not None
-    s.runtime.channel_replier.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)
+    s.runtime.services.delivery.http.policy = RetryPolicy(base_delay=0.001, max_delay=0.002)
     s.vendor.down[POST] = 503
     s.chat("Tell Dana the deploy is done.")
     [mail] = s.smtp.wait_for(1)
@@ -352,7 +351,7 @@ def test_the_undo_window_holds_a_send_and_an_undo_means_it_never_leaves(
     undone = s.http.post(f"/api/v1/workers/alice/deferred-actions/{held['undo_id']}/undo")
     assert undone.status_code == 200 and undone.json()["state"] == "undone"
     assert s.vendor.calls(POST) == []
-    assert asyncio.run(s.runtime.outbox.entries("acme", "alice")) == []  # type: ignore[union-attr]
+    assert asyncio.run(s.runtime.services.outbox.entries("acme", "alice")) == []  # type: ignore[union-attr]
 
 
 def test_a_held_send_leaves_once_when_its_window_ends(
@@ -363,7 +362,7 @@ def test_a_held_send_leaves_once_when_its_window_ends(
     fired = s.http.post("/api/v1/workers/alice/duties/notify/run", json={"evidence": EVIDENCE}).json()
     [sent] = s.vendor.wait_for(POST, 1)
     assert (sent.body["channel"], sent.body["text"]) == ("U-DANA", "Deploy done.")
-    [entry] = asyncio.run(s.runtime.outbox.entries("acme", "alice"))  # type: ignore[union-attr]
+    [entry] = asyncio.run(s.runtime.services.outbox.entries("acme", "alice"))  # type: ignore[union-attr]
     assert entry.key == f"tool:{fired['run']['run_id']}:c1" and entry.origin["caller"] == "system"
     [done] = s.http.get("/api/v1/workers/alice/deferred-actions").json()["deferred_actions"]
     assert done["state"] in ("executing", "executed")

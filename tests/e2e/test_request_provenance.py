@@ -76,8 +76,8 @@ def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iter
     app = create_app(load_settings(configs, scripted_env(model), workspace=workspace))
     handled = Handled()
     with LiveServer(app) as server:
-        app.state.runtime.channels.processor.replier = QuietReplier()
-        app.state.runtime.channels.processor.listeners.append(handled)
+        app.state.runtime.services.channels.processor.replier = QuietReplier()
+        app.state.runtime.services.channels.processor.listeners.append(handled)
         yield server, handled
 
 

@@ -148,7 +148,7 @@ def setup(
         live = LiveServer(app).__enter__()
         opened.append(lambda: live.__exit__(None, None, None))
         handled = Handled()
-        app.state.runtime.channels.processor.listeners.append(handled)
+        app.state.runtime.services.channels.processor.listeners.append(handled)
         key = ApiKeyStore(workspace).create(tenant)[1]
         http = httpx.Client(base_url=live.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
         opened.append(http.close)

@@ -49,9 +49,16 @@ def test_the_same_platform_twice_and_long_connection_modes(registry: ChannelRegi
     assert webhook.limitation == ""
 
 
+async def _nothing_owed(tenant_id: str, worker_id: str) -> list[object]:
+    return []
+
+
 @pytest.mark.anyio
 async def test_the_dashboard_shows_a_long_connection_binding_degraded(registry: ChannelRegistry) -> None:
-    runtime = SimpleNamespace(channels=SimpleNamespace(registry=registry, processor=None), components={})
+    processor = SimpleNamespace(replier=None, undelivered=_nothing_owed, needs_attention=_nothing_owed)
+    not_connected = SimpleNamespace(state=lambda adapter_id: None)
+    channels = SimpleNamespace(registry=registry, processor=processor)
+    runtime = SimpleNamespace(services=SimpleNamespace(channels=channels, long_connections=not_connected), components={})
     block = await channels_block(SimpleNamespace(runtime=runtime, tenant_id="acme", worker_id="w"))  # type: ignore[arg-type]
     listed = {c["adapter_id"]: (c["status"], c["note"]) for c in block["channels"]}
     assert listed["acme~w~slack"][0] == "degraded" and "slack.app_token" in listed["acme~w~slack"][1]

@@ -110,7 +110,7 @@ def test_a_run_held_by_a_live_process_is_waited_for_then_run_again_once_it_is_go
             return DeliveryResult(True, message.platform)
 
     with LiveServer(app):
-        processor: ChannelProcessor = app.state.runtime.channels.processor
+        processor: ChannelProcessor = app.state.runtime.services.channels.processor
         processor.replier = Replier()  # type: ignore[assignment]
         processor.listeners.append(handled)
         processor.clock = time.time  # the replayed entry is handled before the listener exists: look again

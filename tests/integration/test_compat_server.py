@@ -321,8 +321,7 @@ def api(tmp_path: Path, workspace: Path, tenant: str, model: ScriptedModelServer
         httpx.Client(base_url=f"{server.url}/api/v1", headers=headers, timeout=120) as http,
     ):
         runtime = app.state.runtime
-        assert runtime.bus is not None
-        runtime.bus.subscribe(GOAL_EVALUATED, on_evaluated)  # a list append: safe from this thread
+        runtime.services.bus.subscribe(GOAL_EVALUATED, on_evaluated)  # a list append: safe from this thread
         yield Served(http, evaluated)
 
 

@@ -50,11 +50,10 @@ def gate(client: TestClient, runtime: Runtime) -> tuple[str, str]:
     """Route the gated duty; (confirmation id, waiting run id)."""
 
     async def collect() -> list[RouterEvent]:
-        assert runtime.router is not None
         req = RouteRequest(
             "acme", "alice", "Pay the invoice", "duty", duty_id="pay", trigger_id="m", conversational=False
         )
-        return [e async for e in runtime.router.route_stream(req)]
+        return [e async for e in runtime.services.router.route_stream(req)]
 
     events = client.portal.call(collect)  # type: ignore[union-attr]
     done = events[-1]
@@ -65,8 +64,7 @@ def gate(client: TestClient, runtime: Runtime) -> tuple[str, str]:
 
 def inbox(client: TestClient, runtime: Runtime) -> tuple[InboxItem, ...]:
     async def items() -> tuple[InboxItem, ...]:
-        assert runtime.inbox is not None
-        return await runtime.inbox.list("acme", "alice")
+        return await runtime.services.inbox.list("acme", "alice")
 
     return client.portal.call(items)  # type: ignore[union-attr]
 
@@ -123,7 +121,7 @@ def test_the_im_command_backend_lists_and_decides_confirmations(
 ) -> None:
     model_server.expect(Reply("paid via IM"))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        backend = runtime.command_backend
+        backend = runtime.services.command_backend
         assert backend is not None
         cid, waiting = gate(client, runtime)
         (pending,) = backend.confirmations("acme", "alice")
@@ -141,8 +139,7 @@ def test_the_im_command_backend_lists_and_decides_confirmations(
         with pytest.raises(LookupError):
             client.portal.call(decide, "cf_0000000000000000")  # type: ignore[union-attr]
         assert backend.confirmations("acme", "alice") == []
-        assert runtime.router is not None
-        old = client.portal.call(runtime.router.tasks.get_run, RunRef("acme", "alice", waiting))  # type: ignore[union-attr]
+        old = client.portal.call(runtime.services.router.tasks.get_run, RunRef("acme", "alice", waiting))  # type: ignore[union-attr]
         assert old.state == "superseded"
 
 
@@ -150,7 +147,7 @@ def test_the_runtime_schedules_the_lifecycle_jobs(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        jobs = runtime.lifecycle
+        jobs = runtime.services.lifecycle
         assert jobs is not None and jobs.running
         assert set(jobs.jobs()) == {"lifecycle:goals", "lifecycle:confirmations", "lifecycle:suggestions"}
         assert jobs.jobs()["lifecycle:confirmations"].trigger.interval.total_seconds() == 60
@@ -176,7 +173,7 @@ def test_the_persona_policy_closes_an_unanswered_confirmation(
     )
     with running(tmp_path, workspace, model_server) as (client, runtime):
         cid, waiting = gate(client, runtime)
-        jobs = runtime.lifecycle
+        jobs = runtime.services.lifecycle
         assert jobs is not None and jobs.reminders is not None
         reminders = jobs.reminders
 
@@ -186,12 +183,11 @@ def test_the_persona_policy_closes_an_unanswered_confirmation(
 
         assert client.portal.call(scan_at, 1) == []  # type: ignore[union-attr]
         assert client.portal.call(scan_at, 3) == ["close"]  # type: ignore[union-attr]
-        assert runtime.router is not None
-        run = client.portal.call(runtime.router.tasks.get_run, RunRef("acme", "alice", waiting))  # type: ignore[union-attr]
+        run = client.portal.call(runtime.services.router.tasks.get_run, RunRef("acme", "alice", waiting))  # type: ignore[union-attr]
         assert run.state == "cancelled"
         kinds = [i.event_type for i in inbox(client, runtime)]
         assert kinds == [CONFIRMATION_REQUESTED, CONFIRMATION_CLOSED]
-        closed = runtime.router.confirmations.get("acme", "alice", cid)
+        closed = runtime.services.router.confirmations.get("acme", "alice", cid)
         assert closed is not None and (closed.status, closed.decided_by) == ("rejected", POLICY_TIMEOUT)
 
 
@@ -221,9 +217,8 @@ def test_a_tool_call_waiting_for_approval_runs_once_approved_and_the_task_contin
     with running(tmp_path, workspace, model_server) as (client, runtime):
 
         async def ask() -> RouterEvent:
-            assert runtime.router is not None
             req = RouteRequest("acme", "alice", "Write down: ship on Friday", conversational=False)
-            return [e async for e in runtime.router.route_stream(req)][-1]
+            return [e async for e in runtime.services.router.route_stream(req)][-1]
 
         done = client.portal.call(ask)  # type: ignore[union-attr]
         assert isinstance(done, RouteDone) and done.record.state == "waiting_approval"

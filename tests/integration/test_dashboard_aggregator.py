@@ -20,7 +20,7 @@ from genworker.autonomy.goals import GoalAggregate
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
 from genworker.autonomy.suggestions.store import SuggestionStore
 from genworker.dashboard import Block, BlockContext, BlockUnavailable, DashboardAggregator, default_aggregator
-from genworker.runtime.composition import Runtime
+from genworker.runtime.composition import Runtime, build_runtime
 from genworker.settings import load_settings
 from genworker.testing import ScriptedModelServer, scripted_env
 from genworker.workspace.registry import WorkspaceRegistry
@@ -32,8 +32,10 @@ def context(small_workspace: Callable[..., Path]) -> Callable[[], BlockContext]:
     registry.load_all()
     worker = registry.worker("acme", "alice")
     assert worker is not None
-    # these blocks never touch the runtime; the real one is exercised in test_dashboard_api.py
-    return lambda: BlockContext(cast(Runtime, None), Principal("acme", "k1"), worker)
+    # these blocks read no service (an error names paths relative to the workspace); the real
+    # runtime is exercised in test_dashboard_api.py
+    runtime = cast(Runtime, SimpleNamespace(registry=registry))
+    return lambda: BlockContext(runtime, Principal("acme", "k1"), worker)
 
 
 def test_one_failing_or_hanging_block_does_not_fail_the_others(context: Callable[[], BlockContext]) -> None:
@@ -123,17 +125,21 @@ def test_block_names_are_unique_and_a_block_can_be_rewired() -> None:
         default.replace("nope", fetch)
 
 
-def test_the_run_blocks_are_unavailable_while_the_runtime_has_no_router(small_workspace: Callable[..., Path]) -> None:
-    registry = WorkspaceRegistry(small_workspace({"acme": ["alice"]}))
-    registry.load_all()
-    worker = registry.worker("acme", "alice")
+def test_the_service_blocks_are_unavailable_on_a_runtime_that_has_not_started(
+    tmp_path: Path, small_workspace: Callable[..., Path]
+) -> None:
+    workspace = small_workspace({"acme": ["alice"]})
+    (tmp_path / "configs").mkdir()
+    settings = load_settings(tmp_path / "configs", {"GENWORKER_HOT_RELOAD": "false"}, workspace=workspace)
+    built = build_runtime(settings)  # loaded, never started: no services yet
+    worker = built.registry.worker("acme", "alice")
     assert worker is not None
-    # a runtime before its router is built: only the attributes the blocks read
-    starting = cast(Runtime, SimpleNamespace(router=None, registry=registry))
-    ctx = BlockContext(starting, Principal("acme", "k1"), worker)
+    ctx = BlockContext(built, Principal("acme", "k1"), worker)
     blocks = asyncio.run(default_aggregator().collect(ctx))["blocks"]
-    for name in ("tasks", "runs", "pending", "activity", "decisions"):
-        assert blocks[name] == {"status": "unavailable", "reason": "the runtime is still starting"}, name
+    for name in ("tasks", "runs", "pending", "activity", "decisions", "outbox", "briefs", "channels"):
+        assert blocks[name]["status"] == "unavailable", name
+        assert blocks[name]["reason"] == "the runtime has not started (or has stopped)", name
+    assert blocks["profile"]["status"] == "ok"  # what the workspace says needs no service
 
 
 def test_suggestions_are_listed_and_decided_from_a_dashboard_session(
@@ -147,12 +153,6 @@ def test_suggestions_are_listed_and_decided_from_a_dashboard_session(
     (tmp_path / "configs").mkdir()
     env = scripted_env(model_server)
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
-        runtime: Any = client.app.state.runtime  # type: ignore[attr-defined]
-        if getattr(runtime, "command_backend", None) is None:  # until the composition root wires one
-            goals = GoalAggregate(workspace)
-            runtime.command_backend = AutonomyCommandBackend(
-                runtime.router, SuggestionAggregate(store, goals), FeedbackStore(workspace), goals
-            )
         assert client.post("/dashboard/login", json={"api_key": key}).status_code == 200
         csrf = client.get("/dashboard/session").json()["csrf_token"]
         block = client.get("/api/v1/workers/alice/dashboard").json()["blocks"]["suggestions"]

@@ -83,8 +83,7 @@ def test_a_run_admitted_read_only_cannot_delegate_whatever_its_scope_says(
 ) -> None:
     model_server.expect(Reply("A proposal."))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
-        router = runtime.router
+        router = runtime.services.router
 
         async def propose() -> RouteDone:
             req = RouteRequest("acme", "alice", "look", "duty", duty_id="propose", trigger_id="m", conversational=False)
@@ -103,8 +102,7 @@ def test_the_router_refuses_a_parent_run_of_another_tenant(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
-        router = runtime.router
+        router = runtime.services.router
         req = RouteRequest(
             "acme", "bob", "x", "collaboration", "gus", conversational=False,
             parent=RunRef("globex", "gus", "run_x"), delegation_depth=1,

@@ -50,7 +50,7 @@ def test_manual_run_api(tmp_path: Path, workspace: Path, model_server: ScriptedM
     acme = {"Authorization": f"Bearer {keys.create('acme')[1]}"}
     zero = {"Authorization": f"Bearer {keys.create('zero')[1]}"}
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.duties is not None and runtime.duties.running
+        assert runtime.services.duties.running
         first = client.post("/api/v1/workers/alice/duties/report/run", headers={**acme, "Idempotency-Key": "k1"})
         assert first.status_code == 200, first.text
         body = first.json()
@@ -94,9 +94,8 @@ def test_a_manual_runs_evidence_reaches_the_policy_gate(
         ran = client.post("/api/v1/workers/alice/duties/report/run", headers=acme, json={"evidence": evidence})
         assert ran.status_code == 200, ran.text
         run = client.get(f"/api/v1/workers/alice/runs/{ran.json()['run']['run_id']}", headers=acme).json()
-        assert runtime.router is not None
         snapshot_id = run["provenance"]["policy_snapshot_ref"].rsplit("/", 1)[-1].removesuffix(".json")
-        snapshot = runtime.router.governance.snapshots.load_policy("acme", "alice", snapshot_id)
+        snapshot = runtime.services.router.governance.snapshots.load_policy("acme", "alice", snapshot_id)
         [pending] = client.get("/api/v1/workers/alice/confirmations", headers=acme).json()["confirmations"]
     assert model_server.requests == [] and run["state"] == "waiting_approval"
     assert (snapshot.inputs.confidence, snapshot.inputs.evidence_sources) == (0.97, ("github", "pagerduty"))
@@ -122,8 +121,7 @@ def test_malformed_evidence_is_a_422_naming_the_field(
         for evidence, field in BAD_EVIDENCE:
             answer = client.post("/api/v1/workers/alice/duties/report/run", headers=acme, json={"evidence": evidence})
             assert answer.status_code == 422 and field in answer.json()["error"]["message"], answer.text
-        assert runtime.router is not None
-        runs = client.portal.call(runtime.router.tasks.list_runs, "acme", "alice")  # type: ignore[union-attr]
+        runs = client.portal.call(runtime.services.router.tasks.list_runs, "acme", "alice")  # type: ignore[union-attr]
     assert runs == [] and model_server.requests == []
 
 
@@ -133,13 +131,12 @@ def test_one_slot_from_two_runtimes_reaches_the_model_once(
     model_server.expect(Reply("queue fine"))
     now = [T0]
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
         worker = runtime.registry.worker("acme", "alice")
         assert worker is not None
         schedulers = []
         for _ in range(2):
             s = DutyScheduler(
-                DutyStore(tmp_path / "state"), partial(route_through, runtime.router), clock=lambda: now[0]
+                DutyStore(tmp_path / "state"), partial(route_through, runtime.services.router), clock=lambda: now[0]
             )
             s.sync([worker])
             schedulers.append(s)

@@ -76,9 +76,12 @@ def test_a_duty_run_is_projected_and_the_check_reports_the_goal_off_track(
     met = {"verdict": "met", "reasons": ["the API is built"], "evidence": ["output"]}
     model_server.expect(Reply("built"), Reply(tool_calls=(ToolCallReply("goal_verdict", met),)))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None and runtime.goals is not None and runtime.inbox is not None
-        assert runtime.bus is not None
-        router, goals, inbox, runtime_bus = runtime.router, runtime.goals, runtime.inbox, runtime.bus
+        router, goals, inbox, runtime_bus = (
+            runtime.services.router,
+            runtime.services.goals,
+            runtime.services.inbox,
+            runtime.services.bus,
+        )
         bus = InProcessEventBus()
         seen: list[Event] = []
 

@@ -50,9 +50,8 @@ def test_a_goals_default_pre_script_feeds_the_work_it_starts(
     with running(tmp_path, workspace, model_server) as (client, runtime):
 
         async def run() -> Any:
-            assert runtime.router is not None
             request = RouteRequest("acme", "alice", "Export the list", "task", goal_id="audit", conversational=False)
-            return [e async for e in runtime.router.route_stream(request)][-1]
+            return [e async for e in runtime.services.router.route_stream(request)][-1]
 
         done = client.portal.call(run)  # type: ignore[union-attr]
     assert isinstance(done, RouteDone) and done.result.output == "Exported."

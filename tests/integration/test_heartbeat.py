@@ -69,8 +69,7 @@ def call(client: TestClient, fn: Callable[[], Awaitable[T]]) -> T:
 
 
 def write(client: TestClient, runtime: Runtime, *items: InboxItem) -> None:
-    assert runtime.inbox is not None
-    inbox = runtime.inbox
+    inbox = runtime.services.inbox
 
     async def go() -> None:
         for item in items:
@@ -80,8 +79,7 @@ def write(client: TestClient, runtime: Runtime, *items: InboxItem) -> None:
 
 
 def heartbeat(client: TestClient, runtime: Runtime, worker: str = "alice") -> HeartbeatReport:
-    assert runtime.heartbeat is not None
-    service = runtime.heartbeat
+    service = runtime.services.heartbeat
     return call(client, lambda: service.run_once("acme", worker))
 
 
@@ -90,14 +88,12 @@ def fact(payload: dict[str, Any], *, worker: str = "alice", **kw: Any) -> InboxI
 
 
 def items_in(client: TestClient, runtime: Runtime, state: InboxState, worker: str = "alice") -> list[InboxItem]:
-    assert runtime.inbox is not None
-    inbox = runtime.inbox
+    inbox = runtime.services.inbox
     return list(call(client, lambda: inbox.list("acme", worker, state)))
 
 
 def main_messages(client: TestClient, runtime: Runtime, worker: str = "alice") -> list[Any]:
-    assert runtime.router is not None
-    sessions = runtime.router.sessions
+    sessions = runtime.services.router.sessions
 
     async def get() -> list[Any]:
         session = await sessions.get("acme", main_session_id(worker))
@@ -107,8 +103,7 @@ def main_messages(client: TestClient, runtime: Runtime, worker: str = "alice") -
 
 
 def collect_events(client: TestClient, runtime: Runtime, pattern: str) -> list[Event]:
-    assert runtime.bus is not None
-    bus = runtime.bus
+    bus = runtime.services.bus
     seen: list[Event] = []
 
     async def subscribe() -> None:
@@ -122,7 +117,7 @@ def collect_events(client: TestClient, runtime: Runtime, pattern: str) -> list[E
 
 
 def drain(client: TestClient, runtime: Runtime) -> None:
-    bus = runtime.bus
+    bus = runtime.services.bus
     assert bus is not None and hasattr(bus, "drain")
     call(client, bus.drain)
 
@@ -174,8 +169,7 @@ def test_consumed_items_past_their_retention_are_purged_by_the_heartbeat(
         write(client, runtime, replace(old, created_at=old.created_at - timedelta(minutes=5)))
         heartbeat(client, runtime)  # consumes it; the purge at its end is the first: it runs
         assert items_in(client, runtime, InboxState.CONSUMED) == []  # consumed and past retention: gone
-        assert runtime.heartbeat is not None
-        runner = runtime.heartbeat.runner
+        runner = runtime.services.heartbeat.runner
         runner.settings = replace(runner.settings, purge_every=timedelta(0))
         write(client, runtime, recent)
         model_server.expect(Reply(SILENT))
@@ -192,8 +186,7 @@ def test_a_dismissed_item_is_consumed_without_a_model_call(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.heartbeat is not None
-        runtime.heartbeat.runner.strategy = DismissAll()
+        runtime.services.heartbeat.runner.strategy = DismissAll()
         item = fact({"title": "build 41 green"})
         write(client, runtime, item)
         report = heartbeat(client, runtime)
@@ -241,8 +234,7 @@ def test_a_malformed_answer_fails_the_items_and_says_nothing(
         assert main_messages(client, runtime) == []
         model_server.expect(Reply(SILENT))
         # the concern was released: once retried, the same item is processed again, not a duplicate
-        assert runtime.inbox_aggregate is not None
-        call(client, lambda: runtime.inbox_aggregate.requeue("acme", "alice", failed[0].item_id))  # type: ignore[union-attr]
+        call(client, lambda: runtime.services.inbox_aggregate.requeue("acme", "alice", failed[0].item_id))  # type: ignore[union-attr]
         again = heartbeat(client, runtime)
     assert isinstance(report.summary, SummaryFailed) and report.summary.retry
     assert "attention" in report.summary.error
@@ -345,11 +337,10 @@ def test_the_scheduler_runs_one_coalescing_job_per_worker(
     model_server.expect(Reply(SILENT))
     env = {"GENWORKER_HEARTBEAT_ENABLED": "true", "GENWORKER_HEARTBEAT_INTERVAL_S": "0.2"}
     with running(tmp_path, workspace, model_server, **env) as (client, runtime):
-        assert runtime.heartbeat is not None and runtime.bus is not None
-        jobs = runtime.heartbeat.scheduler.jobs()
+        jobs = runtime.services.heartbeat.scheduler.jobs()
         assert set(jobs) == {job_id("acme", "alice"), job_id("acme", "bob")}
         assert all(j.max_instances == 1 and j.coalesce for j in jobs.values())
-        bus = runtime.bus
+        bus = runtime.services.bus
 
         async def scheduled_heartbeat_processes_the_item() -> None:
             done = asyncio.Event()
@@ -359,8 +350,7 @@ def test_the_scheduler_runs_one_coalescing_job_per_worker(
                     done.set()
 
             bus.subscribe(TOPIC_COMPLETED, on_completed)
-            assert runtime.inbox is not None
-            await runtime.inbox.write(fact({"title": "scheduled"}))
+            await runtime.services.inbox.write(fact({"title": "scheduled"}))
             async with asyncio.timeout(20):
                 await done.wait()
 
@@ -391,9 +381,14 @@ def test_the_shared_profile_keeps_the_inbox_in_redis(
             client,
             runtime,
         ):
-            assert isinstance(runtime.inbox, RedisInboxStore) and isinstance(runtime.bus, RedisEventBus)
-            assert runtime.heartbeat is not None and runtime.router is not None
-            inbox, service, sessions = runtime.inbox, runtime.heartbeat, runtime.router.sessions
+            assert isinstance(runtime.services.inbox, RedisInboxStore) and isinstance(
+                runtime.services.bus, RedisEventBus
+            )
+            inbox, service, sessions = (
+                runtime.services.inbox,
+                runtime.services.heartbeat,
+                runtime.services.router.sessions,
+            )
 
             async def go() -> tuple[HeartbeatReport, Any]:
                 assert await inbox.write(new_item(tenant, "alice", "webhook", "h", "webhook.fact", {"title": "r"}))
@@ -401,8 +396,6 @@ def test_the_shared_profile_keeps_the_inbox_in_redis(
                 return report, await sessions.get(tenant, main_session_id("alice"))
 
             report, session = call(client, go)
-            # Runtime.stop does not close build_router's Redis client (sessions, thread queue): close it here
-            call(client, sessions.store._client.aclose)  # type: ignore[attr-defined]
         assert isinstance(report.summary, Reported) and [m.content for m in session.messages] == ["from redis"]
         assert not (workspace / "tenants" / tenant / "workers/alice/runtime/inbox").exists()
     finally:

@@ -63,12 +63,17 @@ def test_two_hundred_heartbeats_keep_the_prompt_and_the_state_flat(
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
         service = HeartbeatService.build(
-            workspace, runtime.router, runtime.inbox_aggregate, runtime.heartbeat.settings, limits=LIMITS, clock=clock
+            workspace,
+            runtime.services.router,
+            runtime.services.inbox_aggregate,
+            runtime.services.heartbeat.settings,
+            limits=LIMITS,
+            clock=clock,
         )
 
         async def one(n: int) -> Reported | Silent:
             item = new_item("acme", "alice", "webhook", "boiler", "webhook.fact", {"title": f"reading {n}", "value": n})
-            assert await runtime.inbox.write(item)
+            assert await runtime.services.inbox.write(item)
             report = await service.run_once("acme", "alice")
             assert isinstance(report.summary, Reported | Silent), report.summary
             return report.summary
@@ -81,7 +86,7 @@ def test_two_hundred_heartbeats_keep_the_prompt_and_the_state_flat(
                 sizes[n] = tuple(  # type: ignore[assignment]
                     p.stat().st_size for p in (session_file, worker_dir / "runtime/heartbeat_meta.json", ledger_file)
                 )
-        session: Any = client.portal.call(runtime.router.sessions.get, "acme", main_session_id("alice"))  # type: ignore[union-attr]
+        session: Any = client.portal.call(runtime.services.router.sessions.get, "acme", main_session_id("alice"))  # type: ignore[union-attr]
 
     assert len(model_server.requests) == HEARTBEATS  # one summary turn per heartbeat, nothing else
     totals = [count_tokens(body["messages"]) for body in model_server.requests]

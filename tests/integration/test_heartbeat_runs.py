@@ -70,8 +70,7 @@ def call(client: TestClient, fn: Callable[[], Awaitable[T]]) -> T:
 
 def beat(client: TestClient, runtime: Runtime, *items: InboxItem) -> HeartbeatReport:
     """Write `items`, run one heartbeat and wait for the runs it started."""
-    assert runtime.inbox is not None and runtime.heartbeat is not None
-    inbox, service = runtime.inbox, runtime.heartbeat
+    inbox, service = runtime.services.inbox, runtime.services.heartbeat
 
     async def go() -> HeartbeatReport:
         for item in items:
@@ -84,14 +83,12 @@ def beat(client: TestClient, runtime: Runtime, *items: InboxItem) -> HeartbeatRe
 
 
 def run_record(client: TestClient, runtime: Runtime, run_id: str) -> RunRecord:
-    assert runtime.router is not None
-    tasks = runtime.router.tasks
+    tasks = runtime.services.router.tasks
     return call(client, lambda: tasks.get_run(RunRef("acme", "alice", run_id)))
 
 
 def main_messages(client: TestClient, runtime: Runtime) -> list[Any]:
-    assert runtime.router is not None
-    sessions = runtime.router.sessions
+    sessions = runtime.services.router.sessions
 
     async def get() -> list[Any]:
         session = await sessions.get("acme", main_session_id("alice"))
@@ -183,8 +180,7 @@ def test_a_goal_task_runs_the_skill_its_goal_prefers(
                         {"goal_id": "revenue", "action": "open_ticket", "title": "numbers look off"})  # fmt: skip
         (result,) = beat(client, runtime, item).items
         record = run_record(client, runtime, result.run_id or "")
-        assert runtime.router is not None
-        manifest = call(client, lambda: runtime.router.tasks.get_manifest("acme", "alice", record.task_id))  # type: ignore[union-attr]
+        manifest = call(client, lambda: runtime.services.router.tasks.get_manifest("acme", "alice", record.task_id))  # type: ignore[union-attr]
     assert (result.action, record.state, record.provenance.goal_id) == ("task", "completed", "revenue")
     assert manifest.preferred_skill_ids == ("billing",)
 
@@ -194,8 +190,7 @@ def test_an_isolated_run_has_its_own_thread_and_reports_back(
 ) -> None:
     model_server.expect(Reply("Checked the three replicas: lag is back under 2 s after the vacuum finished."))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.bus is not None
-        bus, seen = runtime.bus, []
+        bus, seen = runtime.services.bus, []
 
         async def subscribe() -> None:
             async def handler(event: Event) -> None:
@@ -250,8 +245,7 @@ def test_a_sensor_that_requires_approval_gates_the_task(
         report = beat(client, runtime, item)
         (result,) = report.items
         record = run_record(client, runtime, result.run_id or "")
-        assert runtime.inbox is not None
-        inbox = runtime.inbox
+        inbox = runtime.services.inbox
         consumed = call(client, lambda: inbox.list("acme", "alice", InboxState.CONSUMED))
     assert model_server.requests == []  # nothing ran: a person decides first
     assert record.state == "waiting_approval" and record.provenance.duty_id == "payments"
@@ -284,8 +278,7 @@ def test_an_approved_gated_task_keeps_the_skills_its_item_preferred(
         approve = f"/api/v1/workers/alice/confirmations/{pending['confirmation_id']}/approve"
         approved = client.post(approve, headers=auth)
         assert approved.status_code == 200, approved.text
-        assert runtime.router is not None
-        runs = call(client, lambda: runtime.router.tasks.list_runs("acme", "alice"))  # type: ignore[union-attr]
+        runs = call(client, lambda: runtime.services.router.tasks.list_runs("acme", "alice"))  # type: ignore[union-attr]
     assert sorted(str(r.state) for r in runs) == ["completed", "superseded"]
     assert len(model_server.requests) == 1
 
@@ -317,8 +310,7 @@ def test_a_facts_evidence_reaches_the_policy_gate(
         item = hook({"title": "move the ticket", **evidence}, route="task", metadata={"duty_id": "payments"})
         (result,) = beat(client, runtime, item).items
         record = run_record(client, runtime, result.run_id or "")
-        assert runtime.router is not None
-        snapshots = runtime.router.governance.snapshots
+        snapshots = runtime.services.router.governance.snapshots
         ref = record.provenance.policy_snapshot_ref or ""
         snapshot = snapshots.load_policy("acme", "alice", ref.rsplit("/", 1)[-1].removesuffix(".json"))
     assert model_server.requests == [] and record.state == "waiting_approval"  # the tenant did not enable it
@@ -333,8 +325,7 @@ def test_malformed_evidence_fails_the_item_naming_the_field_without_retry(
     with running(tmp_path, workspace, model_server) as (client, runtime):
         item = hook({"title": "move it", "confidence": 1.5}, route="task")
         (result,) = beat(client, runtime, item).items
-        assert runtime.inbox is not None
-        inbox = runtime.inbox
+        inbox = runtime.services.inbox
         stored = call(client, lambda: inbox.get("acme", "alice", item.item_id))
     assert result.outcome == "failed" and "payload.confidence must be a number between 0 and 1" in (result.error or "")
     assert stored is not None and stored.state == InboxState.DEAD and "payload.confidence" in (stored.last_error or "")
@@ -347,8 +338,7 @@ def test_a_run_that_ends_before_its_beat_is_recorded_keeps_its_final_state(
     """The run's follower records its end before the beat records the run's ref (a blocked run
     fails in milliseconds): the ref must still say `failed`, not stay `running`."""
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.heartbeat is not None
-        runner = runtime.heartbeat.runner
+        runner = runtime.services.heartbeat.runner
         record_after_runs = runner._record
 
         async def late_record(*args: Any) -> None:

@@ -37,15 +37,13 @@ def running(
 
 def route(client: TestClient, runtime: Runtime, req: RouteRequest) -> list[RouterEvent]:
     async def collect() -> list[RouterEvent]:
-        assert runtime.router is not None
-        return [event async for event in runtime.router.route_stream(req)]
+        return [event async for event in runtime.services.router.route_stream(req)]
 
     return client.portal.call(collect)  # type: ignore[union-attr]
 
 
 def memory_of(runtime: Runtime) -> MemoryService:
-    assert runtime.router is not None and runtime.router.memory is not None
-    return runtime.router.memory
+    return runtime.services.router.memory
 
 
 def system_prompt(body: dict[str, Any]) -> str:
@@ -159,7 +157,7 @@ def test_a_turn_ends_before_its_index_update_and_the_next_read_of_the_index_wait
     monkeypatch.setattr(MemoryService, "indexed", indexed)
     model_server.expect(Reply("Noted: the Hamburg warehouse lease renews in May."), Reply("Let me look."))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        router = runtime.router
+        router = runtime.services.router
         assert router is not None
         text = "The Hamburg warehouse lease renewal is due in May, please track it."
         later = "Any update on the Hamburg warehouse lease?"

@@ -106,8 +106,7 @@ class Setup:
 
     @property
     def outbox(self) -> Outbox:
-        assert self.runtime.outbox is not None
-        return self.runtime.outbox
+        return self.runtime.services.outbox
 
 
 @pytest.fixture

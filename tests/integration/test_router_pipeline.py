@@ -61,8 +61,7 @@ def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iter
 
 def route(client: TestClient, runtime: Runtime, req: RouteRequest) -> list[RouterEvent]:
     async def collect() -> list[RouterEvent]:
-        assert runtime.router is not None
-        return [event async for event in runtime.router.route_stream(req)]
+        return [event async for event in runtime.services.router.route_stream(req)]
 
     return client.portal.call(collect)  # type: ignore[union-attr]
 
@@ -150,7 +149,6 @@ def test_duty_pre_script_runs_once_and_feeds_the_task(
 def test_small_budget_compacts_old_history(tmp_path: Path, workspace: Path, model_server: ScriptedModelServer) -> None:
     long = " ".join(f"w{i}" for i in range(300))  # LiteLLM rejects a stream repeating one chunk
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
         thread = None
         for turn in range(4):
             model_server.expect(Reply(f"answer {turn} " + long))
@@ -158,7 +156,7 @@ def test_small_budget_compacts_old_history(tmp_path: Path, workspace: Path, mode
             thread = events[0].thread_id  # type: ignore[union-attr]
         full = str(model_server.requests[-1]["messages"])
         assert "question 0" in full  # with the default budget the whole thread fits
-        runtime.router.context_config = ContextWindowConfig(total_tokens=3000, reserve_for_output=500)
+        runtime.services.router.context_config = ContextWindowConfig(total_tokens=3000, reserve_for_output=500)
         model_server.expect(Reply("Earlier: four questions about numbers."), Reply("final"))
         route(client, runtime, RouteRequest("acme", "alice", "and now?", thread_id=thread))
     summary_call, final_call = model_server.requests[-2:]
@@ -183,8 +181,7 @@ def test_the_run_records_the_skill_the_matcher_chose_or_the_callers(
         named = route(
             client, runtime, RouteRequest("acme", "alice", text, "task", conversational=False, skill_id="billing")
         )
-        assert runtime.router is not None
-        tasks = runtime.router.tasks
+        tasks = runtime.services.router.tasks
         records = [r.record for events in (matched, named) if isinstance(r := events[-1], RouteDone)]
         stored = [client.portal.call(tasks.get_run, r.ref) for r in records]  # type: ignore[union-attr]
         manifests = [
@@ -211,9 +208,8 @@ def test_a_tasks_evidence_reaches_the_policy_gate_and_bad_evidence_is_a_422(
         streamed = client.post("/api/v1/worker/task/stream", headers=auth, json=body)
         assert streamed.status_code == 200, streamed.text
         run = client.get(f"/api/v1/workers/alice/runs/{streamed.headers['X-Run-Id']}", headers=auth).json()
-        assert runtime.router is not None
         snapshot_id = run["provenance"]["policy_snapshot_ref"].rsplit("/", 1)[-1].removesuffix(".json")
-        snapshot = runtime.router.governance.snapshots.load_policy("acme", "alice", snapshot_id)
+        snapshot = runtime.services.router.governance.snapshots.load_policy("acme", "alice", snapshot_id)
         bad = client.post(
             "/api/v1/worker/task/stream",
             headers=auth,
@@ -258,8 +254,7 @@ def test_a_message_queued_behind_a_busy_thread_sees_the_turn_before_it(
 
     model_server.expect(Reply("first answer", check=hold_first), Reply("second answer", check=sees_first_turn))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
-        router = runtime.router
+        router = runtime.services.router
 
         async def both() -> tuple[list[RouterEvent], list[RouterEvent]]:
             first = asyncio.create_task(
@@ -292,8 +287,7 @@ def test_a_new_threads_session_is_stored_once_with_its_first_turn_and_not_for_a_
     version 1). A first turn that fails leaves no session behind; the thread works afterwards."""
     model_server.expect(Reply("first answer"), Fail(400), Reply("later answer"))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
-        sessions = runtime.router.sessions
+        sessions = runtime.services.router.sessions
         first = route(client, runtime, RouteRequest("acme", "alice", "hello there"))
         started, done = first[0], first[-1]
         assert isinstance(started, RouteAccepted) and isinstance(done, RouteDone)
@@ -349,7 +343,7 @@ def test_a_write_outside_any_turn_is_synced_by_the_sync_thread(
     """Only a lone turn syncs on the loop: writers outside any turn (a burst of API or webhook
     writes) keep sharing the sync thread's fdatasyncs."""
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        files = runtime.files
+        files = runtime.services.files
         assert files is not None
         threads: list[str] = []
         real = os.fdatasync
@@ -391,8 +385,7 @@ def test_the_engine_starts_before_the_pre_run_sync_and_no_tool_runs_before_it(
     monkeypatch.setattr(ToolPipeline, "_invoke", invoke)  # before the pipelines are built
     with TestClient(create_app(load_settings(tmp_path / "configs", env, workspace=workspace))) as client:
         runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        assert runtime.files is not None
-        journal = runtime.files
+        journal = runtime.services.files
 
         def fdatasync(fd: int) -> None:
             assert started.wait(30), "the engine waited for the pre-run sync"

@@ -41,7 +41,7 @@ def test_only_the_learned_rules_of_the_matched_skill_are_in_the_prompt(
 
         async def run() -> None:
             request = RouteRequest("acme", "alice", "a disk alert on db-1", "task", conversational=False)
-            async for _ in runtime.router.route_stream(request):
+            async for _ in runtime.services.router.route_stream(request):
                 pass
 
         client.portal.call(run)  # type: ignore[union-attr]

@@ -94,8 +94,7 @@ def test_a_client_that_stops_reading_does_not_stop_the_run(
             await anext(events)  # the client reads one event, then goes away
             await events.aclose()
             await task
-            assert runtime.router is not None
-            return await runtime.router.tasks.get_run(RunRef("acme", "alice", run_id))
+            return await runtime.services.router.tasks.get_run(RunRef("acme", "alice", run_id))
 
         record = client.portal.call(leave_early)  # type: ignore[union-attr]
     assert record.state == "completed"
@@ -107,8 +106,7 @@ def test_a_route_stream_reader_that_leaves_stops_the_run_and_frees_the_thread(
     spy = EngineSpy(monkeypatch)
     model_server.expect(Hang(), Reply("The second answer."))
     with running(tmp_path, workspace, model_server) as (client, runtime):
-        assert runtime.router is not None
-        router = runtime.router
+        router = runtime.services.router
 
         async def leave_then_ask_again() -> list[RouterEvent]:
             stream = router.route_stream(RouteRequest("acme", "alice", "first", thread_id="t1"))

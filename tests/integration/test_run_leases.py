@@ -217,36 +217,34 @@ def test_two_runtimes_on_one_workspace(small_workspace: Callable[..., Path], tmp
     a_client: TestClient | None = app().__enter__()
     try:
         a: Runtime = a_client.app.state.runtime  # type: ignore[attr-defined]
-        assert a.router is not None and a.leases is not None
-        run = a_client.portal.call(lambda: a.router.tasks.persist_initial(manifest("r1"), start=True))  # type: ignore[union-attr]
-        assert run.owner == a.leases.instance_id
-        assert a.waiting is not None
+        sa = a.services
+        run = a_client.portal.call(lambda: sa.router.tasks.persist_initial(manifest("r1"), start=True))  # type: ignore[union-attr]
+        assert run.owner == sa.leases.instance_id
         now = datetime.now(UTC)
         parked = WaitingPlan(plan_id="wait_1", tenant_id="acme", worker_id="w", match_key="ci:build:7:done",
                              created_at=now, expires_at=now + timedelta(hours=1))  # fmt: skip
-        store = a.waiting.store
+        store = sa.waiting.store
 
         async def resumed_by_a() -> None:  # A took the plan's event and started its resume
             await store.add(parked)
             await store.transition("acme", "w", "wait_1", "waiting", "gated", now=now)
-            await store.transition("acme", "w", "wait_1", "gated", "running", now=now, resumed_by=a.leases.instance_id)  # type: ignore[union-attr]
+            await store.transition("acme", "w", "wait_1", "gated", "running", now=now, resumed_by=sa.leases.instance_id)  # type: ignore[union-attr]
 
         a_client.portal.call(resumed_by_a)
         with app() as b_client:
             b: Runtime = b_client.app.state.runtime  # type: ignore[attr-defined]
-            assert b.router is not None and b.leases is not None
-            assert b.leases.instance_id != a.leases.instance_id
-            assert b_client.portal.call(lambda: b.router.tasks.get_run(run.ref)).state is RunState.RUNNING  # type: ignore[union-attr]
-            assert b.waiting is not None
-            b_client.portal.call(lambda: b.sweep_stopped_instances(b.leases))  # type: ignore[arg-type]
-            assert b_client.portal.call(lambda: b.waiting.store.get("acme", "w", "wait_1")).state == "running"  # type: ignore[union-attr]
+            sb = b.services
+            assert sb.leases.instance_id != sa.leases.instance_id
+            assert b_client.portal.call(lambda: sb.router.tasks.get_run(run.ref)).state is RunState.RUNNING  # type: ignore[union-attr]
+            b_client.portal.call(lambda: b.sweep_stopped_instances(sb.leases))  # type: ignore[arg-type]
+            assert b_client.portal.call(lambda: sb.waiting.store.get("acme", "w", "wait_1")).state == "running"  # type: ignore[union-attr]
             a_client.__exit__(None, None, None)  # A stops: its lease is released
             a_client = None
-            b_client.portal.call(lambda: b.sweep_stopped_instances(b.leases))  # type: ignore[arg-type]
-            assert b_client.portal.call(lambda: b.router.tasks.get_run(run.ref)).state is RunState.INTERRUPTED  # type: ignore[union-attr]
-            b_client.portal.call(lambda: b.waiting.wait_runs([parked]))  # type: ignore[union-attr]
+            b_client.portal.call(lambda: b.sweep_stopped_instances(sb.leases))  # type: ignore[arg-type]
+            assert b_client.portal.call(lambda: sb.router.tasks.get_run(run.ref)).state is RunState.INTERRUPTED  # type: ignore[union-attr]
+            b_client.portal.call(lambda: sb.waiting.wait_runs([parked]))  # type: ignore[union-attr]
             # restarted by B (no model here, so its continuation fails; the plan ends either way)
-            assert b_client.portal.call(lambda: b.waiting.store.get("acme", "w", "wait_1")).state == "done"  # type: ignore[union-attr]
+            assert b_client.portal.call(lambda: sb.waiting.store.get("acme", "w", "wait_1")).state == "done"  # type: ignore[union-attr]
     finally:
         if a_client is not None:
             a_client.__exit__(None, None, None)

@@ -50,8 +50,7 @@ def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iter
 
 def route(client: TestClient, runtime: Runtime, req: RouteRequest) -> str:
     async def run() -> str:
-        assert runtime.router is not None
-        events = [e async for e in runtime.router.route_stream(req)]
+        events = [e async for e in runtime.services.router.route_stream(req)]
         assert isinstance(events[-1], RouteDone)
         return str(events[-1].record.state)
 
@@ -90,13 +89,13 @@ def test_detectors_suggest_and_approval_applies(
         again = client.post(f"{base}/suggestions/{skill['suggestion_id']}/reject", headers=headers)
         assert again.status_code == 409
 
-        backend = runtime.command_backend
+        backend = runtime.services.command_backend
         assert backend is not None
         pending = {s["id"]: s for s in backend.suggestions("acme", "alice")}
         goal_sid = by_source["goal_completion"]["suggestion_id"]
         assert pending[goal_sid]["kind"] == "goal_completion"
         assert backend.decide_suggestion("acme", "alice", goal_sid, "approve", "im:dana")["status"] == "approved"
-        assert runtime.goals is not None and runtime.goals.get("acme", "alice", "tidy").status == "completed"
+        assert runtime.services.goals.get("acme", "alice", "tidy").status == "completed"
         drift_sid = by_source["duty_drift"]["suggestion_id"]
         assert backend.decide_suggestion("acme", "alice", drift_sid, "reject", "im:dana")["status"] == "rejected"
         with pytest.raises(ValueError):

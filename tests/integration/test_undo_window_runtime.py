@@ -103,9 +103,8 @@ def running(tmp_path: Path, workspace: Path, model: ScriptedModelServer) -> Iter
 
 
 def fire(client: TestClient, runtime: Runtime, payload: dict[str, Any]) -> FireOutcome:
-    assert runtime.duties is not None
     event = new_event("fact.detected", source="sensor.ops", tenant_id="acme", worker_id="alice", payload=payload)
-    [outcome] = client.portal.call(runtime.duties.on_event, event)  # type: ignore[union-attr]
+    [outcome] = client.portal.call(runtime.services.duties.on_event, event)  # type: ignore[union-attr]
     return outcome
 
 
@@ -115,7 +114,6 @@ def join(client: TestClient, runtime: Runtime) -> None:
 
 def watch(client: TestClient, runtime: Runtime, topic: str) -> Callable[[], Awaitable[Event]]:
     """Subscribe now; the returned coroutine function waits (bounded) for the first such event."""
-    assert runtime.bus is not None
     seen: list[Event] = []
     arrived = asyncio.Event()
 
@@ -123,7 +121,7 @@ def watch(client: TestClient, runtime: Runtime, topic: str) -> Callable[[], Awai
         seen.append(event)
         arrived.set()
 
-    runtime.bus.subscribe(topic, handler)
+    runtime.services.bus.subscribe(topic, handler)
 
     async def first() -> Event:
         await asyncio.wait_for(arrived.wait(), 10)
@@ -170,9 +168,8 @@ def test_a_held_call_executes_once_when_its_window_ends(
                                                                                      "mail__notify")  # fmt: skip
         late = client.post(f"/api/v1/workers/alice/deferred-actions/{held['undo_id']}/undo", headers=headers)
         assert late.status_code == 409 and "already executed" in late.json()["error"]["message"]
-        assert runtime.command_backend is not None
         with pytest.raises(ValueError, match="too late to undo"):  # the IM /undo says so too
-            client.portal.call(runtime.command_backend.undo, "acme", "alice", held["undo_id"], "im:dana")  # type: ignore[union-attr]
+            client.portal.call(runtime.services.command_backend.undo, "acme", "alice", held["undo_id"], "im:dana")  # type: ignore[union-attr]
     tool_result = model_server.requests[1]["messages"][-1]["content"]
     assert "unless a person undoes it" in tool_result and held["undo_id"] in tool_result
 
@@ -187,7 +184,7 @@ def test_an_undo_before_the_deadline_means_it_never_executes_and_other_tenants_g
         fire(client, runtime, GOOD)
         [held] = client.get("/api/v1/workers/alice/deferred-actions", headers=headers).json()["deferred_actions"]
         uid = held["undo_id"]
-        backend = runtime.command_backend  # what /deferred and /undo in IM use
+        backend = runtime.services.command_backend  # what /deferred and /undo in IM use
         assert backend is not None
         [listed] = client.portal.call(backend.deferred, "acme", "alice")  # type: ignore[union-attr]
         assert (listed["id"], listed["tool"]) == (uid, "mail__notify")

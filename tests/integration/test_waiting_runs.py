@@ -90,32 +90,28 @@ class Harness:
         return self.client.portal.call(fn)  # type: ignore[union-attr, arg-type, return-value]
 
     def ask(self, text: str) -> RunRecord:
-        assert self.runtime.router is not None
-        router = self.runtime.router
+        router = self.runtime.services.router
         record, _ = self.call(lambda: route_through(router, RouteRequest("acme", "alice", text)))
         return record
 
     def run(self, run_id: str) -> RunRecord:
-        assert self.runtime.router is not None
-        tasks = self.runtime.router.tasks
+        tasks = self.runtime.services.router.tasks
         return self.call(lambda: tasks.get_run(RunRef("acme", "alice", run_id)))
 
     def plan(self) -> WaitingPlan:
-        assert self.runtime.waiting is not None
-        store = self.runtime.waiting.store
+        store = self.runtime.services.waiting.store
         [plan] = self.call(lambda: store.list("acme", "alice"))
         return plan
 
     def scan(self, at: datetime) -> list[WaitingPlan]:
-        assert self.runtime.waiting is not None
-        waiting = self.runtime.waiting
+        waiting = self.runtime.services.waiting
         return self.call(lambda: waiting.scan_once(now=at))
 
     def slack(self, text: str, ts: str, user: str = "U_PEER") -> str:
         """Post a signed Slack DM (in thread 1700000000.000100) and wait until the processor handled it."""
         if self.handled is None:
             self.handled = Handled()
-            self.runtime.channels.processor.listeners.append(self.handled)  # type: ignore[attr-defined]
+            self.runtime.services.channels.processor.listeners.append(self.handled)  # type: ignore[attr-defined]
         body, headers = slack_message(text, ts, "1700000000.000100", user)
         assert self.client.post("/api/v1/channel/acme~alice~slack/webhook", content=body, headers=headers).is_success
         return self.handled.wait_for(f"D1:{ts}")[f"D1:{ts}"]
@@ -155,8 +151,7 @@ def test_a_new_threads_first_turn_parks_as_a_conversation_its_session_holding_th
         plan = h.plan()
         assert plan.resume["conversational"] is True and plan.resume["thread_id"] == parked.thread_id
         assert "The task:" not in continuation(plan).text  # the history, not the text, repeats it
-        assert h.runtime.router is not None
-        sessions = h.runtime.router.sessions
+        sessions = h.runtime.services.router.sessions
         stored = h.call(lambda: sessions.get_or_create_thread("acme", "alice", parked.thread_id))
         assert [m.content for m in stored.messages][:1] == ["Deploy PR 42 once it is merged."]
 
@@ -198,8 +193,7 @@ def test_a_continuation_that_cannot_start_fails_the_parked_run(
         parked = h.ask("Deploy PR 42 once it is merged.")
         plan = h.plan()
         broken = replace(plan, resume={**thaw(plan.resume), "thread_id": "../elsewhere"})
-        assert h.runtime.waiting is not None
-        resume = h.runtime.waiting.on_resume
+        resume = h.runtime.services.waiting.on_resume
         with pytest.raises(RouteError):
             h.call(lambda: resume(broken))
         run = h.run(parked.run_id)
@@ -237,7 +231,7 @@ def test_a_slack_run_gets_its_continuation_answer_in_its_thread_once(
         assert plan.resume["reply_to"]["adapter_id"] == "acme~alice~slack"
 
         vendor.script["/chat.postMessage"] = [(200, {"ok": False, "error": "channel_not_found"}, {})]
-        waiting = h.runtime.waiting
+        waiting = h.runtime.services.waiting
         assert waiting is not None
 
         async def event_arrives() -> list[WaitingPlan]:
@@ -268,8 +262,7 @@ def test_a_skill_the_worker_no_longer_has_is_left_to_the_matcher(
         parked = h.ask("Deploy PR 42 once it is merged.")
         plan = h.plan()
         retired = replace(plan, resume={**thaw(plan.resume), "skill_id": "retired"}, state="running")
-        assert h.runtime.waiting is not None
-        resume = h.runtime.waiting.on_resume
+        resume = h.runtime.services.waiting.on_resume
         h.call(lambda: resume(retired))
         assert h.run(parked.run_id).state is RunState.SUPERSEDED
 
@@ -289,7 +282,7 @@ def test_a_continuation_that_waits_again_keeps_the_slack_conversation(
         running(tmp_path, build(), model_server, GENWORKER_SLACK_API_BASE=slack.url) as h,
     ):
         h.slack("Deploy PR 42 once it is merged.", "1700000001.000200")
-        waiting = h.runtime.waiting
+        waiting = h.runtime.services.waiting
         assert waiting is not None
 
         async def event_arrives(key: str, event_id: str) -> None:
@@ -312,7 +305,7 @@ ASK = "Deploy PR 42 once it is merged."
 
 def crash_mid_resume(h: Harness) -> WaitingPlan:
     """What a process leaves when it dies right after moving the plan to RUNNING."""
-    waiting, leases = h.runtime.waiting, h.runtime.leases
+    waiting, leases = h.runtime.services.waiting, h.runtime.services.leases
     assert waiting is not None and leases is not None
     store, plan = waiting.store, h.plan()
     h.call(lambda: store.resume("acme", KEY, "gh-1", datetime.now(UTC)))
@@ -321,7 +314,7 @@ def crash_mid_resume(h: Harness) -> WaitingPlan:
 
 def restarted(h: Harness, plan: WaitingPlan) -> WaitingPlan:
     """The plan once the new runtime's recovery has finished with it."""
-    waiting = h.runtime.waiting
+    waiting = h.runtime.services.waiting
     assert waiting is not None
     h.call(lambda: waiting.wait_runs([plan]))
     return h.plan()
@@ -355,7 +348,7 @@ def test_a_continuation_that_ran_before_the_crash_is_not_run_again_and_slack_hea
         with running(tmp_path, workspace, model_server, **env) as h:
             h.slack(ASK, "1700000001.000200")
             plan = crash_mid_resume(h)
-            router = h.runtime.router
+            router = h.runtime.services.router
             assert router is not None
             follow_up, _ = h.call(lambda: route_through(router, continuation(plan)))  # then the process died
             assert follow_up.state is RunState.COMPLETED
@@ -397,8 +390,7 @@ def test_a_crash_between_cancelling_the_plan_and_its_run_is_finished_at_the_next
     workspace = build()
     with running(tmp_path, workspace, model_server) as h:
         parked = h.ask(ASK)
-        assert h.runtime.waiting is not None
-        store, plan = h.runtime.waiting.store, h.plan()
+        store, plan = h.runtime.services.waiting.store, h.plan()
         h.call(lambda: store.transition(*plan.key, "waiting", "cancelled"))  # then the process died
         assert h.run(parked.run_id).state is RunState.PAUSED
     with running(tmp_path, workspace, model_server) as h:
@@ -426,8 +418,7 @@ def test_im_commands_list_cancel_and_resume_waits(
 
         say(ASK, "U_PEER")
         say("Deploy PR 42 too, once it is merged.", "U_PEER")
-        assert h.runtime.waiting is not None
-        waiting, store = h.runtime.waiting, h.runtime.waiting.store
+        waiting, store = h.runtime.services.waiting, h.runtime.services.waiting.store
         first, second = h.call(lambda: store.list("acme", "alice"))
         assert say("/waits", "U_PEER") == "Sorry, only this worker's owner or approvers may do that."
         listing = say("/waits")
@@ -451,7 +442,7 @@ def test_im_commands_list_cancel_and_resume_waits(
         assert say(f"/resume_wait {first.plan_id}").startswith(f"Cannot do that: plan {first.plan_id} is done")
         assert say("/waits") == "Waiting plans: none."
 
-        backend = h.runtime.command_backend
+        backend = h.runtime.services.command_backend
         assert backend is not None
         with pytest.raises(LookupError):  # another worker's (or tenant's) ids are unknown here
             h.call(lambda: backend.cancel_wait("acme", "bob", first.plan_id, "slack:U_BOSS"))

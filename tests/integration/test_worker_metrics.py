@@ -77,6 +77,6 @@ def test_a_reported_metric_fires_its_condition_duty_once(
             time.sleep(0.1)  # the check runs every second in the runtime's scheduler
         assert [r["trigger_type"] for r in records] == ["condition"]
         runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        assert client.portal.call(runtime.duties.check, "acme", "alice", "drain", "deep") is None  # still true
+        assert client.portal.call(runtime.services.duties.check, "acme", "alice", "drain", "deep") is None  # still true
         listed = client.get("/api/v1/workers/alice/metrics", headers=acme).json()
         assert listed["reported"]["queue_depth"]["value"] == 12 and listed["builtin"]["inbox.pending"] == 0

@@ -122,4 +122,4 @@ def _service_limiters(runtime: Runtime) -> tuple[Limiter, Limiter]:
     number = runtime.settings.number
     per_client = int(number("GENWORKER_SERVICE_ANON_PER_MINUTE", 10, 1, 10_000))
     per_worker = int(number("GENWORKER_SERVICE_ANON_WORKER_PER_MINUTE", 120, 1, 1_000_000))
-    return per_client_and_worker(runtime.aredis, per_client, per_worker)
+    return per_client_and_worker(runtime.services.aredis, per_client, per_worker)

@@ -52,9 +52,7 @@ def route_error(exc: RouteError) -> ApiError:
 
 
 def router_of(runtime: Runtime) -> WorkerRouter:
-    if runtime.router is None:
-        raise ApiError(503, "not_ready", "the runtime is still starting")
-    return runtime.router
+    return runtime.services.router
 
 
 async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:

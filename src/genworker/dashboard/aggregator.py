@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from genworker.auth import Principal
-from genworker.runtime.composition import Runtime
+from genworker.runtime.composition import Runtime, RuntimeNotStarted
 from genworker.workspace.snapshot import Worker
 
 __all__ = ["Block", "BlockContext", "BlockUnavailable", "DashboardAggregator"]
@@ -114,7 +114,7 @@ class DashboardAggregator:
         try:
             async with asyncio.timeout(timeout):
                 data = await block.fetch(ctx)
-        except BlockUnavailable as exc:
+        except (BlockUnavailable, RuntimeNotStarted) as exc:  # not started: stopping, or started by a test
             return {"status": "unavailable", "reason": str(exc)}
         except TimeoutError:
             log.warning("[Dashboard] block %s of %s/%s timed out", block.name, ctx.tenant_id, ctx.worker_id)
@@ -129,6 +129,4 @@ class DashboardAggregator:
 
 def _relative(message: str, ctx: BlockContext) -> str:
     """Paths in a block's error relative to the workspace: the page shows them to tenants."""
-    registry = getattr(ctx.runtime, "registry", None)
-    root = getattr(registry, "root", None)
-    return message.replace(f"{root}/", "") if root is not None else message
+    return message.replace(f"{ctx.runtime.registry.root}/", "")

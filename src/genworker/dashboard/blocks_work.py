@@ -9,7 +9,7 @@ import asyncio
 from dataclasses import asdict
 from typing import Any
 
-from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
+from genworker.dashboard.aggregator import BlockContext
 from genworker.dashboard.run_view import engine_state, failure_reason, governance
 from genworker.dashboard.text import clip
 from genworker.runtime.composition import Runtime
@@ -20,7 +20,6 @@ from genworker.worker.task import ACTIVE_STATES, RunRecord, RunState
 
 __all__ = [
     "activity",
-    "command_backend",
     "decisions",
     "pending",
     "recent_runs",
@@ -35,10 +34,7 @@ SHOWN = 20
 
 
 def router_of(runtime: Runtime) -> WorkerRouter:
-    """The runtime's router; BlockUnavailable while it has none (still starting)."""
-    if runtime.router is None:
-        raise BlockUnavailable("the runtime is still starting")
-    return runtime.router
+    return runtime.services.router
 
 
 async def recent_runs(ctx: BlockContext) -> list[RunRecord]:
@@ -177,17 +173,9 @@ async def pending(ctx: BlockContext) -> dict[str, Any]:
     }
 
 
-def command_backend(runtime: Any) -> Any:
-    """The runtime's `CommandBackend` (genworker.channels.commands); BlockUnavailable without one."""
-    backend = getattr(runtime, "command_backend", None)
-    if backend is None or not callable(getattr(backend, "suggestions", None)):
-        raise BlockUnavailable("the suggestions service is not wired into this runtime")
-    return backend
-
-
 async def suggestions(ctx: BlockContext) -> dict[str, Any]:
     """Pending suggestions, through the same backend the IM commands use."""
-    backend = command_backend(ctx.runtime)
+    backend = ctx.runtime.services.command_backend
     found = await asyncio.to_thread(backend.suggestions, ctx.tenant_id, ctx.worker_id)
     return {"suggestions": [dict(s) for s in found]}
 

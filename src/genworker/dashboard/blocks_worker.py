@@ -15,7 +15,7 @@ from genworker.autonomy.duties.scheduler import job_id as duty_job_id
 from genworker.autonomy.duties.slots import aps_trigger
 from genworker.autonomy.goals import GoalHealth, LastVerdict, VerdictLog, goal_health
 from genworker.autonomy.heartbeat.scheduler import job_id as heartbeat_job_id
-from genworker.dashboard.aggregator import BlockContext, BlockUnavailable
+from genworker.dashboard.aggregator import BlockContext
 from genworker.dashboard.text import clip
 from genworker.workspace.models import DutyStatus, Goal
 from genworker.workspace.models.duty import ConditionTrigger, ScheduleTrigger
@@ -124,7 +124,7 @@ async def calendar(ctx: BlockContext) -> dict[str, Any]:
 
 def _duty_entries(ctx: BlockContext) -> list[dict[str, Any]]:
     until = ctx.now + timedelta(days=CALENDAR_DAYS)
-    jobs = ctx.runtime.duties.jobs() if ctx.runtime.duties is not None else {}
+    jobs = ctx.runtime.services.duties.jobs()
     entries: list[dict[str, Any]] = []
     for duty in ctx.worker.duties.values():
         if duty.status != DutyStatus.ACTIVE:
@@ -146,16 +146,14 @@ def _duty_entries(ctx: BlockContext) -> list[dict[str, Any]]:
 def _check_entries(ctx: BlockContext) -> list[dict[str, Any]]:
     """The heartbeat's next run for this worker and the next goal progress check (all workers)."""
     entries: list[dict[str, Any]] = []
-    heartbeat = ctx.runtime.heartbeat
-    if heartbeat is not None:
-        job = heartbeat.scheduler.jobs().get(heartbeat_job_id(ctx.tenant_id, ctx.worker_id))
-        beat = getattr(job, "next_run_time", None)
-        if beat is not None:
-            title = "Heartbeat: inbox and goal attention"
-            rule = every(heartbeat.settings.interval_s)
-            entries.append({"kind": "heartbeat", "title": title, "at": beat, "schedule": rule})
-    lifecycle = getattr(ctx.runtime, "lifecycle", None)
-    if lifecycle is not None and ctx.worker.goals:
+    heartbeat, lifecycle = ctx.runtime.services.heartbeat, ctx.runtime.services.lifecycle
+    job = heartbeat.scheduler.jobs().get(heartbeat_job_id(ctx.tenant_id, ctx.worker_id))
+    beat = getattr(job, "next_run_time", None)
+    if beat is not None:
+        title = "Heartbeat: inbox and goal attention"
+        rule = every(heartbeat.settings.interval_s)
+        entries.append({"kind": "heartbeat", "title": title, "at": beat, "schedule": rule})
+    if ctx.worker.goals:
         progress_at = getattr(lifecycle.jobs().get("lifecycle:goals"), "next_run_time", None)
         if progress_at is not None:
             rule = every(lifecycle.settings.goal_check_s)
@@ -185,14 +183,10 @@ def _next_fires(trigger: ScheduleTrigger, now: datetime, until: datetime) -> lis
 
 
 async def goals(ctx: BlockContext) -> list[dict[str, Any]]:
-    """Goals as on disk now (through the goal aggregate when the runtime has one), with their health
-    and the goal evaluator's last verdict on a run (reasons included)."""
-    aggregate = getattr(ctx.runtime, "goals", None)
-    found: list[Goal] = (
-        await asyncio.to_thread(aggregate.goals, ctx.tenant_id, ctx.worker_id)
-        if aggregate is not None
-        else list(ctx.worker.goals.values())
-    )
+    """Goals as on disk now (through the goal aggregate), with their health and the goal
+    evaluator's last verdict on a run (reasons included)."""
+    aggregate = ctx.runtime.services.goals
+    found: list[Goal] = await asyncio.to_thread(aggregate.goals, ctx.tenant_id, ctx.worker_id)
     verdicts = await asyncio.to_thread(VerdictLog(ctx.runtime.registry.root).last, ctx.tenant_id, ctx.worker_id)
     zone = ZoneInfo(worker_zone(ctx.worker))
     today = ctx.now.astimezone(zone).date()
@@ -290,18 +284,16 @@ async def capabilities(ctx: BlockContext) -> dict[str, Any]:
 
 async def channels(ctx: BlockContext) -> dict[str, Any]:
     """The worker's channel bindings and whether the runtime's channel ingress can serve them."""
-    service = getattr(ctx.runtime, "channels", None)
-    registry = getattr(service, "registry", None)
-    if registry is None:
-        raise BlockUnavailable("the channels service is not running in this runtime")
+    service = ctx.runtime.services.channels
+    registry = service.registry
     component = ctx.runtime.components.get("channels")
     ingress = component.status.value if component is not None else "not_started"
-    processor = getattr(service, "processor", None)
-    can_reply = getattr(processor, "replier", None) is not None
-    long_connections = getattr(ctx.runtime, "long_connections", None)
+    processor = service.processor
+    can_reply = processor.replier is not None
+    long_connections = ctx.runtime.services.long_connections
     listed = []
     for b in registry.bindings(ctx.tenant_id, ctx.worker_id):
-        state = long_connections.state(b.adapter_id) if long_connections is not None else None
+        state = long_connections.state(b.adapter_id)
         status = state.status if state is not None else ingress  # a long connection's own status
         listed.append(
             {
@@ -316,19 +308,17 @@ async def channels(ctx: BlockContext) -> dict[str, Any]:
                 "long_connection": state.as_dict() if state is not None else None,  # connected, reconnects, ...
             }
         )
-    owed: dict[str, Any] = {"undelivered": [], "attention": []}
-    if processor is not None and callable(getattr(processor, "undelivered", None)):  # what IM users are still owed
-        owed["undelivered"] = await processor.undelivered(ctx.tenant_id, ctx.worker_id)
-        owed["attention"] = await processor.needs_attention(ctx.tenant_id, ctx.worker_id)
+    owed = {  # what IM users are still owed
+        "undelivered": await processor.undelivered(ctx.tenant_id, ctx.worker_id),
+        "attention": await processor.needs_attention(ctx.tenant_id, ctx.worker_id),
+    }
     return {"ingress": ingress, "can_reply": can_reply, "channels": listed, **owed}
 
 
 async def briefs(ctx: BlockContext) -> dict[str, Any]:
     """Recent briefs, the items waiting for the next one, and when it is due."""
-    service = getattr(ctx.runtime, "briefs", None)
-    store = getattr(service, "store", None)
-    if service is None or store is None:
-        raise BlockUnavailable("the briefs service is not part of this runtime")
+    service = ctx.runtime.services.briefs
+    store = service.store
     sent, pending = await asyncio.gather(
         asyncio.to_thread(store.list, ctx.tenant_id, ctx.worker_id, 5),
         asyncio.to_thread(store.pending, ctx.tenant_id, ctx.worker_id),

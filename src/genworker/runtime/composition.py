@@ -1,7 +1,10 @@
-"""The composition root: builds every component in dependency order, exactly once.
+"""The composition root: `build_runtime` loads what the runtime is made of (settings, workspace,
+model, tools) and reports each component's status; `Runtime.start` builds the services it runs
+(runtime/assembly.py) on one `AsyncExitStack`, which `Runtime.stop` unwinds.
 
-An optional component that fails to start is reported `degraded` or `failed` with its
-reason; it never stops the runtime from starting.
+An optional component that fails to load is reported `degraded` or `failed` with its reason; it
+never stops the runtime from starting. A service that fails to start does: the ones built before
+it are stopped and the error is raised.
 """
 
 from __future__ import annotations
@@ -10,8 +13,8 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
@@ -19,193 +22,101 @@ from pathlib import Path
 from typing import Any
 
 import redis
-import redis.asyncio as aioredis
 
-from genworker.autonomy.briefs import (
-    BriefService,
-    BriefStore,
-    ChannelBriefSink,
-    FileBriefStore,
-    RedisBriefStore,
-    done_runs,
-    held_calls,
-    held_results,
-    joined,
-)
-from genworker.autonomy.command_backend import AutonomyCommandBackend
-from genworker.autonomy.confirmation_notices import InboxConfirmationNotifier, through_briefs
-from genworker.autonomy.duties import DutyScheduler, DutyStore, MetricSource, WorkerMetrics, route_through
-from genworker.autonomy.duties.outcomes import DutyOutcomes, build_duty_outcomes
-from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressChecker, GoalProgressProjector
-from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
-from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
-from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxFacts, InboxStore, RedisInboxStore
-from genworker.autonomy.sensing import SensorRegistry
-from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
-from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, WaitingService, WaitingStore
-from genworker.autonomy.waiting.replies import ChannelReplies
-from genworker.autonomy.waiting.resume import registry_policy, resume_through, scan_interval, timeout_to_brief
-from genworker.autonomy.waiting.runs import cancel_parked, park_run
-from genworker.bus import EventBus, InProcessEventBus, RedisEventBus
-from genworker.channels.email import EmailPolling
-from genworker.channels.ingest import Channels, redelivery_policy
-from genworker.channels.longconn import LongConnections, build_long_connections, stop_long_connections
-from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
-from genworker.channels.registry import ChannelRegistry
-from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
-from genworker.delivery.outbox import Outbox, outbox_events
-from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory, turns_running
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import ModelConfigState, load_model_config
-from genworker.memory import MemoryConfig, MemoryService
+from genworker.memory import MemoryService
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus, Reason
+from genworker.runtime.assembly import Services, assemble, spawn
 from genworker.settings import Settings
-from genworker.tools.environment import ToolRuntime, WorkerLookup, undo_events, undo_max_late_s
-from genworker.worker.confirmations.reminders import ConfirmationReminders
-from genworker.worker.confirmations.resolve import cancel_waiting_run
-from genworker.worker.confirmations.store import ConfirmationStore
-from genworker.worker.context.tokens import load_tokenizer
-from genworker.worker.delegation import Delegation, DelegationLimits
-from genworker.worker.engine_runs import checkpoint_stores
-from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
-from genworker.worker.handoff import HandOffs
-from genworker.worker.lifecycle import TaskLifecycle
-from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
+from genworker.tools.environment import ToolRuntime, WorkerLookup, undo_max_late_s
+from genworker.worker.lifecycle.leases import InstanceLeases
 from genworker.worker.router import WorkerRouter
-from genworker.worker.service import ServiceDesk
-from genworker.worker.skill_matcher import SkillMatcher
 from genworker.workspace.models import Tenant
 from genworker.workspace.registry import ReloadOutcome, WorkspaceRegistry
 from genworker.workspace.snapshot import Worker
 from genworker.workspace.watcher import WorkspaceWatcher
-from genworker.write_journal import DIRECT, JournaledFiles, recover_journals
 
-__all__ = ["GOVERNANCE_COMPONENTS", "Runtime", "build_runtime"]
+__all__ = ["GOVERNANCE_COMPONENTS", "Runtime", "RuntimeNotStarted", "build_runtime"]
 
 log = logging.getLogger("genworker.runtime")
 
 GOVERNANCE_COMPONENTS = ("task_governance",)
 
 
+class RuntimeNotStarted(RuntimeError):
+    """A started runtime's services were asked for before `start` or after `stop`."""
+
+
 @dataclass
 class Runtime:
+    """What `build_runtime` loads (settings, workspace, model, tools) and, once `start` has run,
+    the services it runs (`services`), stopped in reverse order by `stop`."""
+
     settings: Settings
     registry: WorkspaceRegistry
     model: ModelConfigState
     llm: LLMClient
     tools: ToolRuntime
     components: dict[str, ComponentRuntimeStatus] = field(default_factory=dict)
-    redis: redis.Redis | None = None
-    watcher: WorkspaceWatcher | None = None
-    router: WorkerRouter | None = None
-    bus: EventBus | None = None
-    inbox: InboxStore | None = None  # sensors write here
-    inbox_aggregate: InboxAggregate | None = None  # the only thing that changes item state
-    heartbeat: HeartbeatService | None = None
-    sensors: SensorRegistry | None = None
-    duties: DutyScheduler | None = None
-    duty_outcomes: DutyOutcomes | None = None  # a duty run's contract checks, deliveries and escalations
-    metrics: MetricSource | None = None  # what condition triggers read (default: WorkerMetrics)
-    goals: GoalAggregate | None = None  # goals / suggestions / confirmations lifecycle (build_lifecycle)
-    suggestions: SuggestionAggregate | None = None
-    feedback: FeedbackStore | None = None
-    lifecycle: LifecycleJobs | None = None
-    command_backend: AutonomyCommandBackend | None = None  # the IM commands' backend (channels)
-    channel_replier: ChannelDelivery | None = None  # outbound replies and proactive sends (channels.outbound)
-    long_connections: LongConnections | None = None  # Slack Socket Mode, Feishu/Lark ws, DingTalk Stream
-    channels: Channels | None = None  # the IM webhooks' ingress: journal, processor (channels.ingest)
-    outbox: Outbox | None = None  # proactive sends once per key, re-sent until delivered (channels.outbound)
-    briefs: BriefService | None = None  # interruption budget + scheduled briefs
-    waiting: WaitingService | None = None  # WAITING plans: event wake-ups + timeout scan
-    aredis: aioredis.Redis | None = None  # the async client sessions and thread locks share
-    leases: InstanceLeases | None = None  # this process's lease; runs it owns carry its instance id
-    files: JournaledFiles | None = None  # the write journal run records, sessions and episodes go through
+    redis: redis.Redis | None = None  # the shared profile's client; None: single-process file backends
+    watcher: WorkspaceWatcher | None = None  # None: GENWORKER_HOT_RELOAD=false
     memory_consolidations: int = 0  # passes of the memory consolidation job so far
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
-    _stop: asyncio.Event = field(default_factory=asyncio.Event)
-    _tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    _services: Services | None = None
+    _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)  # reloads' tool refreshes
+
+    @property
+    def services(self) -> Services:
+        """The started runtime's services; `RuntimeNotStarted` before `start` or after `stop`."""
+        if self._services is None:
+            raise RuntimeNotStarted("the runtime has not started (or has stopped)")
+        return self._services
 
     # -- lifecycle ---------------------------------------------------------------
 
     async def start(self) -> None:
-        # File stores run in threads; LiteLLM's callbacks share the default pool, which is
-        # only cpu+4 wide. A wider pool keeps a run's writes from queueing behind them.
-        loop = asyncio.get_running_loop()
-        loop.set_default_executor(ThreadPoolExecutor(max_workers=32, thread_name_prefix="io"))
-        defer_bookkeeping(loop)  # LiteLLM's after-call logging waits until the turn has ended
-        tokenizer = asyncio.create_task(asyncio.to_thread(load_tokenizer), name="load-tokenizer")
-        self.leases = self._instance_leases()
-        await asyncio.to_thread(self.leases.renew)
-        await self._open_write_journal()
-        self.router = build_router(self)
-        self._connect_collaboration(self.router)
-        recovered = await self.router.tasks.recover_interrupted(alive=self.leases.alive)
-        if recovered:
-            log.warning("[Runtime] %d runs left running by a stopped process are now interrupted", len(recovered))
-        self._tasks.append(asyncio.create_task(self._hold_lease(self.leases), name="instance-lease"))
-        await self.tools.start(
-            (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
-        )
-        await build_autonomy(self)
-        self.tools.undo.owner = self.leases.instance_id  # deferred calls left by a stopped process: run or expire
-        await self.tools.undo.recover(alive=self.leases.alive)
-        if self.waiting is not None:  # plans it resumes name this instance, for recovery after a crash
-            self.waiting.owner = self.leases.instance_id
-        # channels: outbound delivery first (the ingress replies through it), vendor API bases from settings
-        self.channel_replier = ChannelDelivery(
-            ChannelRegistry(self.registry), endpoints=VendorEndpoints.from_settings(self.settings.get)
-        )
-        await self._start_outbox(self.channel_replier, self.leases)
-        # channels: verified IM webhooks -> dedupe -> durable journal -> processor (genworker.channels)
-        from genworker.channels.ingest import build_channels, stop_with
+        """Build and start every service (runtime/assembly.py); a part that fails stops the ones
+        built before it, and the error is raised."""
+        stack = self._stack
+        try:
+            services = await assemble(self, stack)
+            if self.watcher is not None:
+                self.watcher.on_reload = self._reloaded
+                spawn(stack, "hot-reload", partial(self._watch, self.watcher))
+        except BaseException:
+            await self._unwind()
+            raise
+        self._services = services
 
-        inbox = InboxFacts(self.inbox) if self.inbox is not None else None  # watched group messages
-        channels = self.channels = await build_channels(
-            self.registry,
-            self.router,
-            aredis=self.aredis,
-            replier=self.channel_replier,
-            inbox=inbox,
-            commands_backend=self.command_backend,
-            policy=redelivery_policy(self.settings.number),
-        )
-        self._connect_waiting(channels)
-        self._tasks.append(asyncio.create_task(stop_with(self._stop, channels), name="channels"))
-        self.long_connections = build_long_connections(self, channels)  # their events enter the same ingest
-        email = EmailPolling(self.registry.root, channels.registry, channels.ingest.accept)  # IMAP conversation
-        self._tasks.append(asyncio.create_task(email.run(self._stop), name="email-channel"))
-        if self.heartbeat is not None:
-            await self.heartbeat.start(self.registry.workers())
-        if self.duties is not None:
-            await self.duties.start(self.registry.workers())
-        if self.lifecycle is not None:  # stopped as soon as stop() sets _stop
-            await self.lifecycle.start()
-            self._tasks.append(asyncio.create_task(_after(self._stop, self.lifecycle.stop), name="lifecycle"))
-        if self.briefs is not None:
-            self._connect_briefs(self.briefs)
-            await self.briefs.start(self.registry.workers())
-        if self.waiting is not None:  # first plans a stopped process left mid-resume or mid-cancel
-            await self.waiting.recover(((w.tenant_id, w.worker_id) for w in self.registry.workers()), self.leases.alive)
-            await self.waiting.start()
-        if self.router.memory is not None and self.router.memory.config.enabled:
-            self._tasks.append(asyncio.create_task(self._consolidate_memory(self.router.memory), name="memory"))
-        if self.inbox is not None:
-            self.sensors = SensorRegistry(self.registry.root, self.inbox)
-            await self.sensors.sync(self.registry.workers())
-        if self.watcher is not None:
-            self.watcher.on_reload = self._reloaded
-            self._tasks.append(asyncio.create_task(self._watch(self.watcher), name="hot-reload"))
-        await tokenizer  # ready only once the first turn will not load it on the loop
+    async def stop(self) -> None:
+        """Stop every service, the last built first; runs whose client went away end first."""
+        for run in list(self.background):
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+        await self._unwind()
 
-    async def _consolidate_memory(self, memory: MemoryService) -> None:
+    async def _unwind(self) -> None:
+        self._services = None
+        try:
+            await self._stack.aclose()
+        finally:
+            for task in list(self._tasks):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            if self.redis is not None:
+                await asyncio.to_thread(self.redis.close)
+
+    async def consolidate_memory(self, memory: MemoryService, stop: asyncio.Event) -> None:
         """Fold old episodes into summaries (originals archived) every `consolidate_every_s`, so each
         worker's active memory stays bounded; the first pass runs one interval after start."""
         config = memory.config
-        while not self._stop.is_set():
+        while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), config.consolidate_every_s)
-            if self._stop.is_set():
+                await asyncio.wait_for(stop.wait(), config.consolidate_every_s)
+            if stop.is_set():
                 return
             older = timedelta(days=config.consolidate_after_days)
             try:
@@ -218,25 +129,20 @@ class Runtime:
                 log.info("[Memory] consolidated %d old episodes across %d workers", folded, len(reports))
             self.memory_consolidations += 1
 
-    def _instance_leases(self) -> InstanceLeases:
-        if self.redis is not None:
-            return RedisInstanceLeases(self.redis)
-        return FileInstanceLeases(self.registry.root)
-
-    async def _hold_lease(self, leases: InstanceLeases) -> None:
-        """Renew this instance's lease (3 times per ttl) and, once per ttl, interrupt runs whose
-        owner stopped renewing: a process that died while this one runs."""
+    async def hold_lease(self, leases: InstanceLeases, router: WorkerRouter, stop: asyncio.Event) -> None:
+        """Renew this instance's lease (3 times per ttl) and, once per ttl, take over what processes
+        that stopped renewing theirs left; release it when stopped, so the next process need not wait."""
         interval = leases.ttl.total_seconds() / 3
         beat = 0
-        while not self._stop.is_set():
+        while not stop.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), interval)
-            if self._stop.is_set():
+                await asyncio.wait_for(stop.wait(), interval)
+            if stop.is_set():
                 break
             beat += 1
             try:
                 await asyncio.to_thread(leases.renew)
-                if beat % 3 == 0:
+                if beat % 3 == 0 and self._services is not None:
                     await self.sweep_stopped_instances(leases)
             except Exception:  # Redis or the disk hiccuped: try again next beat
                 log.exception("[Runtime] instance lease renewal failed")
@@ -246,17 +152,14 @@ class Runtime:
     async def sweep_stopped_instances(self, leases: InstanceLeases) -> None:
         """Take over what processes that stopped renewing their lease left: their runs become
         `interrupted`, their deferred calls are run or expired, their WAITING resumes restarted."""
-        if self.router is None:
-            return
-        orphans = await self.router.tasks.recover_orphans(leases.alive)
+        services = self.services
+        orphans = await services.router.tasks.recover_orphans(leases.alive)
         if orphans:
             log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
         await self.tools.undo.recover(alive=leases.alive)
-        if self.outbox is not None:
-            await self.outbox.recover(alive=leases.alive)
-        if self.waiting is not None:
-            workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
-            await self.waiting.recover(workers, leases.alive, at_start=False)
+        await services.outbox.recover(alive=leases.alive)
+        workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())
+        await services.waiting.recover(workers, leases.alive, at_start=False)
 
     async def reload(self, tenant_id: str, worker_id: str | None = None) -> ReloadOutcome:
         """Reload a tenant, or one worker, from its files (the ops API): what runs from them follows,
@@ -272,147 +175,33 @@ class Runtime:
         """After a reload, schedules, the heartbeat and briefs follow the registry, and MCP servers
         whose configuration changed reconnect. Also after a rejected one: a tenant reload that kept
         one worker's last good version reloaded the others (and otherwise nothing changed)."""
-        if self.heartbeat is not None:
-            self.heartbeat.sync(self.registry.workers())
-        if self.duties is not None:
-            self.duties.sync(self.registry.workers())
-        if self.briefs is not None:
-            self.briefs.sync(self.registry.workers())
-        if self.long_connections is not None:
-            self.long_connections.sync()
-        task = asyncio.get_running_loop().create_task(self._refresh_tools(), name=f"tools:{outcome.target}")
-        self._tasks.append(task)
-        task.add_done_callback(self._forget)
+        services = self._services
+        if services is None:  # a reload racing start-up or shutdown: start() reads the registry anyway
+            return
+        workers = self.registry.workers()
+        services.heartbeat.sync(workers)
+        services.duties.sync(workers)
+        services.briefs.sync(workers)
+        services.long_connections.sync()
+        task = asyncio.get_running_loop().create_task(self._refresh_tools(services), name=f"tools:{outcome.target}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def _forget(self, task: asyncio.Task[None]) -> None:
-        if task in self._tasks:
-            self._tasks.remove(task)
-
-    async def _refresh_tools(self) -> None:
+    async def _refresh_tools(self, services: Services) -> None:
         """MCP servers and sensors follow the reloaded configuration (only changed ones restart)."""
         await self.tools.start(
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
-        if self.sensors is not None:
-            await self.sensors.sync(self.registry.workers())
+        await services.sensors.sync(self.registry.workers())
 
-    async def _watch(self, watcher: WorkspaceWatcher) -> None:
+    async def _watch(self, watcher: WorkspaceWatcher, stop: asyncio.Event) -> None:
         try:
-            await watcher.run(self._stop)
+            await watcher.run(stop)
         except Exception as exc:  # the watcher must never take the server down
             log.exception("hot reload stopped")
             self.components["hot_reload"] = ComponentRuntimeStatus(
                 "hot_reload", ComponentStatus.FAILED, f"watcher stopped: {exc}", "watchfiles"
             )
-
-    async def stop(self) -> None:
-        if self.long_connections is not None:  # no new events while the channel processor stops
-            await stop_long_connections(self.long_connections)
-        self._stop.set()
-        restore_task_factory(asyncio.get_running_loop())
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
-        for run in list(self.background):
-            with contextlib.suppress(asyncio.CancelledError):
-                await run
-        if self.sensors is not None:
-            await self.sensors.stop()
-        if self.heartbeat is not None:
-            await self.heartbeat.stop()
-        if self.duties is not None:
-            await self.duties.stop()
-        if self.duty_outcomes is not None:
-            await self.duty_outcomes.escalations.stop()
-        await self._stop_policy()
-        if self.channel_replier is not None:
-            await self.channel_replier.aclose()
-        if self.bus is not None:
-            await self.bus.close()
-        if isinstance(self.inbox, RedisInboxStore):
-            await self.inbox.aclose()
-        await self.tools.stop()
-        if self.router is not None and self.router.memory is not None:
-            await self.router.memory.learned()  # the last turns' index updates
-            self.router.memory.close()  # the memory indexes' SQLite connections
-        await self._close_clients()
-
-    async def _close_clients(self) -> None:
-        if self.aredis is not None:
-            await self.aredis.aclose()
-        if self.redis is not None:
-            await asyncio.to_thread(self.redis.close)
-        if self.files is not None:  # last: every writer has stopped
-            await asyncio.to_thread(self.files.close)
-            self.files = None
-
-    async def _open_write_journal(self) -> None:
-        """Finish the journals of stopped processes (before anything reads what they wrote), then
-        open this process's, unless GENWORKER_WRITE_JOURNAL=false (every write fsyncs on its own)."""
-        root = self.registry.root
-        finished = await asyncio.to_thread(recover_journals, root)
-        if finished:
-            log.warning("[Runtime] finished %d write-journal segments left by a stopped process", finished)
-        if self.settings.flag("GENWORKER_WRITE_JOURNAL", True):
-            interval = self.settings.number("GENWORKER_WRITE_JOURNAL_CHECKPOINT_S", 0.5, 0.01, 3600)
-            # A lone turn syncs on the loop (nothing else waits for it); concurrent turns, and writers outside
-            # any turn (bursts of API or webhook writes), share the sync thread's fdatasyncs.
-            inline = self.settings.flag("GENWORKER_WRITE_JOURNAL_INLINE_SYNC", True)
-            lone = (lambda: turns_running() == 1) if inline else (lambda: False)
-            opened = partial(JournaledFiles, root, interval_s=interval, sync_here=lone)
-            self.files = await asyncio.to_thread(opened)
-
-    async def _start_outbox(self, delivery: ChannelDelivery, leases: InstanceLeases) -> None:
-        """Proactive sends (send_message / send_email, heartbeat notices to the owner) go out once per
-        key and are re-sent on the channels' schedule; what a stopped process left is picked up."""
-        policy = redelivery_policy(self.settings.number)
-        self.outbox = Outbox(self.registry.root, delivery.send_to, policy, owner=leases.instance_id)
-        if self.bus is not None:
-            self.outbox.announce = outbox_events(self.bus)
-        await self.outbox.start(alive=leases.alive)
-        self._tasks.append(asyncio.create_task(_after(self._stop, self.outbox.stop), name="outbox"))
-        bindings = delivery.channels.bindings
-        self.tools.messaging.outbox = self.outbox
-        self.tools.messaging.worker = self.tools.mailbox.worker = self.registry.worker
-        self.tools.messaging.bindings = bindings
-        if self.duty_outcomes is not None:  # duty results and escalations go out through it too
-            await self.duty_outcomes.connect(self.outbox, bindings)
-        if self.heartbeat is not None and self.briefs is not None:
-            self.heartbeat.runner.notify_owner = OwnerNotices(self.briefs, self.outbox, bindings)
-
-    def _connect_collaboration(self, router: WorkerRouter) -> None:
-        """The delegate tools start child runs through the router; a service hands conversations over."""
-        limits = DelegationLimits.from_settings(self.settings)
-        self.tools.delegation.runner = Delegation(router, self.background, limits)
-        if router.service is not None:
-            self.tools.escalation.hand_over = HandOffs(router.service).hand_over
-
-    def _connect_briefs(self, briefs: BriefService) -> None:
-        """Briefs go out through the channels; their confirmation and suggestion sections read the
-        IM commands' backend."""
-        if self.channel_replier is not None:
-            briefs.sink = ChannelBriefSink(self.channel_replier)
-        if self.command_backend is not None:
-            briefs.confirmations = self.command_backend.confirmations
-            briefs.suggestions = self.command_backend.suggestions
-        notifier = self.router.confirmations.notifier if self.router is not None else None
-        if isinstance(notifier, InboxConfirmationNotifier):  # confirmation notices: within the budget
-            notifier.notify = through_briefs(briefs)
-
-    def _connect_waiting(self, channels: Channels) -> None:
-        """A run parked in an IM conversation gets its continuation's answer there (docs/waiting.md)."""
-        if self.waiting is None or self.router is None or self.channel_replier is None:
-            return
-        replies = ChannelReplies(self.channel_replier, channels.ingest.dedupe, channels.processor.origin)
-        self.waiting.on_resume = partial(resume_through, self.router, replies=replies)
-        self.tools.waits.park = partial(park_run, self.waiting, self.router, address=replies.address)
-
-    async def _stop_policy(self) -> None:
-        if self.waiting is not None:
-            await self.waiting.stop()
-        if self.briefs is not None:
-            await self.briefs.stop()
 
     # -- what the runtime can do ------------------------------------------------
 
@@ -508,7 +297,7 @@ class Runtime:
             "backends": self.backends(),
             "settings_warnings": list(self.settings.warnings),
             "workspace": self.registry.describe(),
-            "sensors": self.sensors.describe() if self.sensors is not None else {},
+            "sensors": self._services.sensors.describe() if self._services is not None else {},
         }
 
     def summary_line(self) -> str:
@@ -559,140 +348,6 @@ def build_runtime(settings: Settings) -> Runtime:
                 name, ComponentStatus.FAILED, f"{type(exc).__name__}: {exc}"
             )
     return runtime
-
-
-def build_router(runtime: Runtime) -> WorkerRouter:
-    """The pipeline's parts, each with the backend the profile chose (files, or Redis)."""
-    root = runtime.registry.root
-    url = runtime.settings.redis_url
-    aredis = aioredis.Redis.from_url(url) if runtime.redis is not None and url else None
-    runtime.aredis = aredis
-    files = runtime.files or DIRECT
-    store: SessionStore = RedisSessionStore(aredis) if aredis is not None else FileSessionStore(root, files=files)
-    confirmations = ConfirmationStore(root)
-    sessions = SessionManager(store)
-    tasks = TaskLifecycle(root, owner=runtime.leases.instance_id if runtime.leases is not None else None, files=files)
-    return WorkerRouter(
-        registry=runtime.registry,
-        llm=runtime.llm,
-        tools=runtime.tools,
-        sessions=sessions,
-        queue=ThreadQueue(aredis),
-        tasks=tasks,
-        governance=TaskGovernanceStage(root, approvals=ApprovalResolver(confirmations), files=files),
-        confirmations=confirmations,
-        matcher=SkillMatcher(),
-        memory=MemoryService(root, MemoryConfig.from_values(runtime.settings.values), llm=runtime.llm, files=files),
-        files=files,
-        checkpoints=checkpoint_stores(root, runtime.redis),  # LangGraph checkpoints: Redis when shared
-        service=ServiceDesk(runtime.registry, sessions, tasks, runtime.tools.messaging),
-    )
-
-
-async def build_autonomy(runtime: Runtime) -> None:
-    """The event bus, the inbox (files, or Redis when shared), the heartbeat and the duty scheduler;
-    after build_router."""
-    assert runtime.router is not None
-    root = runtime.registry.root
-    url = runtime.settings.redis_url
-    if runtime.redis is not None and url:  # each owns its client and closes it at stop
-        redis_bus = RedisEventBus(url)
-        await redis_bus.start()
-        runtime.bus = redis_bus
-        runtime.inbox = RedisInboxStore(url, bus=redis_bus)
-    else:
-        runtime.bus = InProcessEventBus()
-        runtime.inbox = FileInboxStore(root, bus=runtime.bus)
-    runtime.inbox_aggregate = InboxAggregate(runtime.inbox, bus=runtime.bus)
-    runtime.tools.undo.announce = undo_events(runtime.bus)
-    if runtime.metrics is None:  # condition triggers read inbox counts and metrics reported over the API
-        runtime.metrics = WorkerMetrics(root, runtime.inbox)
-    settings = heartbeat_settings(runtime.settings)
-    runtime.heartbeat = HeartbeatService.build(root, runtime.router, runtime.inbox_aggregate, settings, bus=runtime.bus)
-    runtime.duties = DutyScheduler(
-        DutyStore(root), partial(route_through, runtime.router), bus=runtime.bus, metrics=runtime.metrics
-    )
-    runtime.duty_outcomes = build_duty_outcomes(runtime.router, runtime.registry.worker, runtime.bus)
-    runtime.duties.outcomes = runtime.router.duty_outcomes = runtime.duty_outcomes
-    # Policy: briefs (delivery: the lead adapts BriefSink to the channels' sender) and WAITING plans.
-    policy_of = registry_policy(runtime.registry)
-    shared = runtime.redis is not None and url
-    waiting_store: WaitingStore = RedisWaitingStore(url) if shared and url else FileWaitingStore(root)
-    brief_store: BriefStore = RedisBriefStore(runtime.redis) if shared and runtime.redis else FileBriefStore(root)
-    runtime.briefs = BriefService(
-        brief_store,
-        policy_of=policy_of,
-        waiting=waiting_store,
-        done=joined(
-            done_runs(runtime.router.tasks, root), held_calls(runtime.tools.undo), held_results(runtime.router.tasks)
-        ),
-    )
-    runtime.waiting = WaitingService(
-        waiting_store,
-        partial(resume_through, runtime.router),
-        on_timeout=partial(timeout_to_brief, runtime.briefs),
-        on_end=partial(cancel_parked, runtime.router),  # a cancelled or closed plan ends its parked run
-        bus=runtime.bus,
-        inbox=runtime.inbox,  # a sensed fact whose payload has a match_key wakes its plans
-        policy_of=policy_of,
-        scan_interval_s=scan_interval(runtime.settings),
-        retention_s=runtime.settings.number("GENWORKER_WAITING_RETENTION_DAYS", 30, 1, 3650) * 86_400,
-    )
-    runtime.tools.waits.park = partial(park_run, runtime.waiting, runtime.router)  # the wait_for_event tool
-    build_lifecycle(runtime)
-
-
-async def _after(event: asyncio.Event, then: Callable[[], Awaitable[None]]) -> None:
-    await event.wait()
-    await then()
-
-
-def build_lifecycle(runtime: Runtime) -> None:
-    """Goals, suggestions, feedback, confirmation notices and reminders, the IM commands' backend;
-    after the inbox and the bus exist."""
-    assert runtime.router is not None
-    root, router, registry = runtime.registry.root, runtime.router, runtime.registry
-    settings = lifecycle_settings(runtime.settings)
-    runtime.goals = GoalAggregate(root, bus=runtime.bus)
-    runtime.suggestions = SuggestionAggregate(SuggestionStore(root), runtime.goals)
-    runtime.feedback = FeedbackStore(root)
-
-    def reports_to(tenant_id: str, worker_id: str) -> str | None:
-        worker = registry.worker(tenant_id, worker_id)
-        return (worker.persona.identity.reports_to or None) if worker is not None else None
-
-    notifier = InboxConfirmationNotifier(runtime.inbox, runtime.bus, escalate_to=reports_to)
-    router.confirmations.notifier = notifier  # its `notify` (briefs' budget + channel) is set at start
-    evaluator = (
-        GoalEvaluator(runtime.llm, tier=settings.goal_eval_tier, timeout_s=settings.goal_eval_timeout_s)
-        if settings.goal_evaluation
-        else None
-    )
-    projector = GoalProgressProjector(runtime.goals, router.tasks, evaluator, bus=runtime.bus, inbox=runtime.inbox)
-    router.tasks.on_completed.append(projector.after_run)  # each completed run judged against its goal task
-    checker = GoalProgressChecker(
-        runtime.goals,
-        projector,
-        bus=runtime.bus,
-        inbox=runtime.inbox,
-        threshold=settings.deviation_threshold,
-    )
-    detectors = SuggestionDetectors(runtime.suggestions.store, router.tasks, runtime.goals)
-    runtime.lifecycle = LifecycleJobs(
-        registry.workers,
-        settings,
-        checker=checker,
-        reminders=ConfirmationReminders(
-            router.confirmations,
-            notifier,
-            policy_of=confirmation_policy_of(registry_policy(registry)),
-            close_run=partial(cancel_waiting_run, router),
-        ),
-        detect=detectors.run,
-    )
-    runtime.command_backend = AutonomyCommandBackend(
-        router, runtime.suggestions, runtime.feedback, runtime.goals, waiting=runtime.waiting
-    )
 
 
 def _workspace(runtime: Runtime) -> ComponentRuntimeStatus:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import loaded_worker, require_principal
-from genworker.api.deps import get_runtime, heartbeat_of, inbox_aggregate_of, inbox_of
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import InboxItemId, WorkerId
 from genworker.api.routes.chat import run_summary
@@ -46,7 +46,7 @@ async def list_inbox(
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    inbox = inbox_of(runtime)
+    inbox = runtime.services.inbox
     items = await inbox.list(tenant_id, worker, state, limit=limit, offset=offset)
     counts = await inbox.counts(tenant_id, worker)
     return {
@@ -66,8 +66,7 @@ async def requeue_item(
     worker_id: WorkerId, item_id: InboxItemId, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    inbox_of(runtime)
-    aggregate = inbox_aggregate_of(runtime)
+    aggregate = runtime.services.inbox_aggregate
     not_found = ApiError(404, "inbox_item_not_found", f"no inbox item {item_id!r} for worker {worker_id!r}")
     try:
         validate_id(item_id, "inbox item id")
@@ -87,7 +86,7 @@ async def run_heartbeat(
     wait: Annotated[bool, Query(description="also wait for the tasks and isolated runs it starts")] = False,
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    service = heartbeat_of(runtime)
+    service = runtime.services.heartbeat
     try:
         report = await service.run_once(tenant_id, worker)
     except HeartbeatFileError as exc:
@@ -109,7 +108,7 @@ async def run_heartbeat(
 @router.get("/heartbeat", summary="The worker's heartbeat state: meta, schedule and concerns in their window")
 async def heartbeat_state(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    service = heartbeat_of(runtime)
+    service = runtime.services.heartbeat
     try:
         meta = await service.meta(tenant_id, worker)
         concerns = await service.runner.ledger.entries(tenant_id, worker)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
-from genworker.api.deps import briefs_of, get_runtime
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import BriefId, WorkerId
 from genworker.auth import Principal
@@ -29,7 +29,7 @@ def _scope(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str,
     tenant_id, worker = principal_worker(principal, worker_id)
     if runtime.registry.worker(tenant_id, worker) is None:
         raise worker_not_found(worker_id)
-    return tenant_id, worker, briefs_of(runtime)
+    return tenant_id, worker, runtime.services.briefs
 
 
 @router.get("/briefs", summary="Stored briefs, newest first")

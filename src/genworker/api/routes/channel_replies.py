@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Response
 
 from genworker.api.auth import loaded_worker, require_principal
-from genworker.api.deps import channels_of, get_runtime
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import WorkerId, id_path
 from genworker.auth import Principal
@@ -36,7 +36,7 @@ RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 @router.get("/{worker_id}/channel-replies", summary="Undelivered IM answers and messages that need a human")
 async def list_replies(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
-    processor = channels_of(runtime).processor
+    processor = runtime.services.channels.processor
     return {
         "worker_id": worker,
         "undelivered": await processor.undelivered(tenant_id, worker),
@@ -51,7 +51,7 @@ async def list_replies(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep
 )
 async def resend(worker_id: WorkerId, entry_id: EntryId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
-    processor = channels_of(runtime).processor
+    processor = runtime.services.channels.processor
     try:
         outcome = await processor.resend(tenant_id, worker, entry_id)
     except InvalidIdError:
@@ -66,7 +66,7 @@ async def resend(worker_id: WorkerId, entry_id: EntryId, principal: Auth, runtim
 @router.delete("/{worker_id}/channel-replies/attention/{item_id}", status_code=204, summary="Dismiss a checked message")
 async def dismiss(worker_id: WorkerId, item_id: MessageId, principal: Auth, runtime: RuntimeDep) -> Response:
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
-    processor = channels_of(runtime).processor
+    processor = runtime.services.channels.processor
     try:
         found = await processor.dismiss(tenant_id, worker, item_id)
     except InvalidIdError:

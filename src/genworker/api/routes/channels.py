@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request, Response
 
-from genworker.api.deps import channels_of, runtime_of
+from genworker.api.deps import runtime_of
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import AdapterId
 from genworker.channels import dingtalk, feishu, slack, wecom
@@ -67,7 +67,7 @@ async def slash(adapter_id: AdapterId, request: Request) -> Response:
 
 
 async def _inbound(adapter_id: str, request: Request, kind: InboundKind) -> Response:
-    channels = channels_of(runtime_of(request))
+    channels = runtime_of(request).services.channels
     binding = channels.registry.resolve(adapter_id)
     if binding is None or binding.platform not in PARSERS:
         log.info("[Channels] %s %s: no such inbound channel", request.method, request.url.path)

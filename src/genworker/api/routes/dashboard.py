@@ -20,7 +20,7 @@ from genworker.api.params import RunId, SuggestionId, WorkerId
 from genworker.auth import Principal
 from genworker.dashboard import BlockContext, DashboardAggregator, static_dir
 from genworker.dashboard.aggregator import BlockUnavailable
-from genworker.dashboard.blocks_work import command_backend, router_of
+from genworker.dashboard.blocks_work import router_of
 from genworker.dashboard.console import health, overview, visible_workers
 from genworker.dashboard.run_view import run_detail
 from genworker.dashboard.session import COOKIE, current_session, key_principal, signer_for
@@ -203,12 +203,13 @@ async def decide_suggestion(
     if runtime.registry.worker(tenant_id, name) is None:
         raise worker_not_found(worker_id)
     try:
-        backend = command_backend(runtime)
-    except BlockUnavailable as exc:
-        raise ApiError(503, "suggestions_unavailable", str(exc)) from None
-    try:
         result = await asyncio.to_thread(
-            backend.decide_suggestion, tenant_id, name, suggestion_id, decision, f"key:{principal.key_id}"
+            runtime.services.command_backend.decide_suggestion,
+            tenant_id,
+            name,
+            suggestion_id,
+            decision,
+            f"key:{principal.key_id}",
         )
     except LookupError as exc:
         raise ApiError(404, "suggestion_not_found", str(exc)) from None

@@ -11,7 +11,7 @@ from pydantic import Field, TypeAdapter
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import duties_of, duty_outcomes_of, get_runtime
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.evidence import EXAMPLE, EvidenceBody, evidence_of
 from genworker.api.params import DutyId, RunId, WorkerId
@@ -75,7 +75,7 @@ async def run_duty(
     worker = loaded_worker(principal, runtime, worker_id)
     body = body or RunDutyBody()
     try:
-        fired = await duties_of(runtime).run_manual(
+        fired = await runtime.services.duties.run_manual(
             worker, duty_id, body.trigger_id, idempotency_key=idempotency_key, evidence=evidence_of(body.evidence)
         )
     except DutyNotFound:
@@ -95,7 +95,7 @@ async def list_executions(worker_id: WorkerId, duty_id: DutyId, principal: Auth,
     if duty_id not in worker.duties:
         raise _duty_not_found(duty_id)
     try:
-        store = duties_of(runtime).store
+        store = runtime.services.duties.store
         records = await asyncio.to_thread(store.executions, worker.tenant_id, worker.worker_id, duty_id)
     except DutyStateError as exc:
         raise ApiError(500, "duty_state_unreadable", str(exc)) from None
@@ -116,7 +116,7 @@ async def release_result(
     duty = worker.duties.get(duty_id)
     if duty is None:
         raise _duty_not_found(duty_id)
-    outcomes = duty_outcomes_of(runtime)
+    outcomes = runtime.services.duty_outcomes
     try:
         run = await outcomes.delivery.release(worker, duty, RunRef(*worker.key, run_id))
     except RunNotFound:

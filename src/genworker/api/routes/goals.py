@@ -17,7 +17,7 @@ from pydantic import Field
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
 from genworker.api.bodies import JsonDate, RequestBody
-from genworker.api.deps import get_runtime, goals_of
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import GoalId, MilestoneId, TaskId, WorkerId
 from genworker.auth import Principal
@@ -62,7 +62,7 @@ def _target(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[Goa
     tenant_id, worker = principal_worker(principal, worker_id)
     if runtime.registry.worker(tenant_id, worker) is None:
         raise worker_not_found(worker_id)
-    return goals_of(runtime), tenant_id, worker
+    return runtime.services.goals, tenant_id, worker
 
 
 def goal_view(goal: Goal, today: dt.date) -> dict[str, Any]:

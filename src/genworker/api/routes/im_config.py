@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr, create_model
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import delivery_of, get_runtime
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import AdapterId, WorkerId
 from genworker.auth import Principal
@@ -119,8 +119,7 @@ async def put_im_config(
     except CredentialsError as exc:  # the shape is the body model's: what is left depends on what is stored
         raise ApiError(409, "credentials_incomplete", str(exc)) from None
     outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker)
-    delivery = runtime.channel_replier  # not running: no clients to reset
-    reloaded = delivery.reload(tenant_id, worker) if delivery is not None else []
+    reloaded = runtime.services.delivery.reload(tenant_id, worker)
     return {**_config(runtime, tenant_id, worker), "reload": {**_outcome(outcome), "clients_reset": reloaded}}
 
 
@@ -132,7 +131,7 @@ async def put_im_config(
 async def reload_im_config(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
     outcome = await asyncio.to_thread(runtime.registry.reload_worker, tenant_id, worker)
-    reloaded = delivery_of(runtime).reload(tenant_id, worker)
+    reloaded = runtime.services.delivery.reload(tenant_id, worker)
     return {"worker_id": worker, **_outcome(outcome), "clients_reset": reloaded}
 
 
@@ -143,14 +142,14 @@ async def reload_im_config(worker_id: WorkerId, principal: Auth, runtime: Runtim
 )
 async def im_config_status(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    delivery = delivery_of(runtime)
+    delivery = runtime.services.delivery
     bindings = _channels(runtime).bindings(tenant_id, worker)
     return {"worker_id": worker, "channels": [delivery.status(b) for b in bindings]}
 
 
 @router.get("/channel", summary="The caller's tenant's channel adapters", responses=_DELIVERY)
 async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    delivery = delivery_of(runtime)
+    delivery = runtime.services.delivery
     mine = [
         b for b in _channels(runtime).all() if b.tenant_id == principal.tenant_id and principal.can_use(b.worker_id)
     ]
@@ -164,7 +163,7 @@ async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
 )
 async def adapter_status(adapter_id: AdapterId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     binding = _own_binding(principal, runtime, adapter_id)
-    return delivery_of(runtime).status(binding)
+    return runtime.services.delivery.status(binding)
 
 
 def _own_binding(principal: Principal, runtime: Runtime, adapter_id: str) -> ChannelBinding:

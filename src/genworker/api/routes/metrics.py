@@ -55,13 +55,12 @@ def _check_access(runtime: Runtime, authorization: str | None) -> None:
 
 
 async def _inbox_backlog(runtime: Runtime) -> list[GaugeSample]:
-    if runtime.inbox is None:
-        return []
+    inbox = runtime.services.inbox
     totals: Counter[str] = Counter()
     try:
         for state in runtime.registry.tenants():
             for worker_id in state.workers:
-                for inbox_state, count in (await runtime.inbox.counts(state.tenant_id, worker_id)).items():
+                for inbox_state, count in (await inbox.counts(state.tenant_id, worker_id)).items():
                     totals[inbox_state.value] += count
     except Exception as exc:  # e.g. Redis unreachable: the rest of the page still answers
         log.warning("[Metrics] inbox backlog unavailable: %s", exc)

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query
 
 from genworker.api.auth import loaded_worker, require_principal
-from genworker.api.deps import get_runtime, outbox_of
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import WorkerId, id_path
 from genworker.auth import Principal
@@ -47,7 +47,7 @@ async def list_undelivered(
 ) -> dict[str, Any]:
     """`counts` are of every undelivered entry; `entries` only those in `state` when it is given."""
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
-    found = await outbox_of(runtime).undelivered(tenant_id, worker)
+    found = await runtime.services.outbox.undelivered(tenant_id, worker)
     counts = Counter(e.state for e in found)
     return {
         "worker_id": worker,
@@ -65,7 +65,7 @@ async def resend(worker_id: WorkerId, entry_id: EntryId, principal: Auth, runtim
     """404 for an id the worker has no entry under; 409 for an entry that is not given_up or
     outcome_unknown (sent, still being re-sent by the outbox, or claimed by another re-send)."""
     tenant_id, worker = loaded_worker(principal, runtime, worker_id).key
-    outbox = outbox_of(runtime)
+    outbox = runtime.services.outbox
     # in the runtime's background: a client that goes away does not leave the claimed entry half sent
     by = f"key:{principal.key_id}"
     task: asyncio.Task[Any] = asyncio.create_task(outbox.resend(tenant_id, worker, entry_id, by=by))

@@ -69,7 +69,7 @@ async def evaluate_goal(
     body: GoalEvaluationBody | None = None,
 ) -> dict[str, Any]:
     tenant_id, worker = _worker(principal, runtime, worker_id)
-    projector = runtime.lifecycle.projector if runtime.lifecycle is not None else None
+    projector = runtime.services.lifecycle.projector
     if projector is None or projector.evaluator is None:
         raise ApiError(503, "goal_evaluation_off", "goal evaluation is off on this runtime (GENWORKER_GOAL_EVALUATION)")
     ref = RunRef(tenant_id, worker, run_id)

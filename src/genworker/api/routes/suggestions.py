@@ -15,7 +15,7 @@ from pydantic import Field
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import feedback_of, get_runtime, suggestions_of
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import SuggestionId, WorkerId
 from genworker.auth import Principal
@@ -46,7 +46,7 @@ async def list_suggestions(
     status: Annotated[Literal["pending", "approved", "rejected"] | None, Query()] = "pending",
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    store = suggestions_of(runtime).store
+    store = runtime.services.suggestions.store
     items = await asyncio.to_thread(store.list, worker.tenant_id, worker.worker_id, status)
     return {"worker_id": worker.worker_id, "suggestions": [asdict(s) for s in items]}
 
@@ -54,10 +54,8 @@ async def list_suggestions(
 @router.post("/suggestions/detect", summary="Run the suggestion detectors now; returns the new suggestions")
 async def detect(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    aggregate = suggestions_of(runtime)
-    if runtime.router is None:
-        raise ApiError(503, "not_ready", "the runtime is still starting")
-    found = await SuggestionDetectors(aggregate.store, runtime.router.tasks, aggregate.goals).run(worker)
+    aggregate = runtime.services.suggestions
+    found = await SuggestionDetectors(aggregate.store, runtime.services.router.tasks, aggregate.goals).run(worker)
     return {"worker_id": worker.worker_id, "created": [asdict(s) for s in found]}
 
 
@@ -74,7 +72,7 @@ async def decide(
     runtime: RuntimeDep,
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    aggregate = suggestions_of(runtime)
+    aggregate = runtime.services.suggestions
     by = f"key:{principal.key_id}"
     try:
         decided = await asyncio.to_thread(
@@ -94,7 +92,7 @@ async def add_feedback(worker_id: WorkerId, body: FeedbackBody, principal: Auth,
     worker = loaded_worker(principal, runtime, worker_id)
     try:
         entry = await asyncio.to_thread(
-            feedback_of(runtime).add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
+            runtime.services.feedback.add, worker.tenant_id, worker.worker_id, body.text, f"key:{principal.key_id}"
         )
     except ValueError as exc:  # white space only, as str.strip() sees it
         raise ApiError(422, "validation_error", f"body.text: {exc}") from None
@@ -106,5 +104,5 @@ async def list_feedback(
     worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, limit: Annotated[int, Query(ge=1, le=500)] = 100
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
-    items = await asyncio.to_thread(feedback_of(runtime).list, worker.tenant_id, worker.worker_id, limit)
+    items = await asyncio.to_thread(runtime.services.feedback.list, worker.tenant_id, worker.worker_id, limit)
     return {"worker_id": worker.worker_id, "feedback": items}

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from genworker.api.auth import principal_worker, require_principal, worker_not_found
 from genworker.api.bodies import RequestBody
-from genworker.api.deps import get_runtime, waiting_of
+from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, MATCH_KEY_PATTERN, PlanId, WorkerId
 from genworker.auth import Principal
@@ -69,7 +69,7 @@ def _scope(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[str,
     tenant_id, worker = principal_worker(principal, worker_id)
     if runtime.registry.worker(tenant_id, worker) is None:
         raise worker_not_found(worker_id)
-    return tenant_id, worker, waiting_of(runtime)
+    return tenant_id, worker, runtime.services.waiting
 
 
 def _key(value: str) -> str:
@@ -171,7 +171,7 @@ async def deliver_event(
     runtime: RuntimeDep,
     wait: Annotated[bool, Query(description="also wait for the resumed runs to finish")] = False,
 ) -> dict[str, Any]:
-    service = waiting_of(runtime)
+    service = runtime.services.waiting
     if principal.workers is not None:
         raise ApiError(403, "forbidden", "delivering an event needs a key for every worker of the tenant")
     woken = await service.on_event(principal.tenant_id, _key(body.match_key), body.event_id, body.payload)

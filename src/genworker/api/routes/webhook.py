@@ -27,7 +27,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from genworker.api.auth import API_KEY_SCHEME, principal_worker, require_principal, worker_not_found
-from genworker.api.deps import inbox_of, runtime_of
+from genworker.api.deps import runtime_of
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import ID_MAX_LENGTH, ID_RULE, ID_SCHEMA_PATTERN
 from genworker.autonomy.sensing.base import utc_now
@@ -258,7 +258,7 @@ async def _write(
         facts = body_facts(body, request.headers.get("idempotency-key"), digest)
     except WebhookError as exc:
         raise ApiError(exc.status, exc.code, exc.message) from None
-    writer = inbox_of(runtime)
+    writer = runtime.services.inbox
     try:
         emitter = FactEmitter(tenant_id, worker_id, config, writer)
     except SensorConfigError as exc:

@@ -34,9 +34,7 @@ class MetricBody(RequestBody):
 
 
 def _metrics(runtime: Runtime) -> WorkerMetrics:
-    if not isinstance(runtime.metrics, WorkerMetrics):
-        raise ApiError(503, "metrics_unavailable", "this runtime reads condition metrics from another source")
-    return runtime.metrics
+    return runtime.services.metrics
 
 
 @router.put(

@@ -134,6 +134,7 @@ class DutyScheduler:
         *,
         bus: EventBus | None = None,
         metrics: MetricSource | None = None,
+        outcomes: DutyOutcomes | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         grace: timedelta = timedelta(seconds=60),
     ) -> None:
@@ -144,7 +145,7 @@ class DutyScheduler:
         self.clock = clock
         self.grace = grace  # a slot no older than this is on time, not missed
         self.last_error: dict[str, str] = {}
-        self.outcomes: DutyOutcomes | None = None  # SLA breaches are announced and escalated through it
+        self.outcomes = outcomes  # SLA breaches are announced and escalated through it
         self._workers: dict[tuple[str, str], Worker] = {}
         self._job_versions: dict[str, str] = {}
         self._running_since: dict[str, datetime] = {}  # job id -> when this scheduler started running it

@@ -5,12 +5,14 @@ vendor SDK's own client (`slack.py`, `feishu.py`, `dingtalk.py`), one connection
 held by exactly one runtime process (`lease.py`) and reconnected with backoff (`supervisor.py`).
 Its events enter the webhooks' ingest (`ChannelIngest.accept`: dedupe claim, journal, processor),
 so replies, IM commands and threads work exactly as for webhooks; each event is acked to the
-vendor only once stored. `build_long_connections` composes it from the runtime.
+vendor only once stored. `build_long_connections` composes it for the runtime.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import redis.asyncio as aioredis
 
 from genworker.channels.ingest import Channels
 from genworker.channels.longconn.lease import BindingLease, FileBindingLease, RedisBindingLease
@@ -21,6 +23,7 @@ from genworker.channels.outbound.platform import VendorEndpoints
 from genworker.channels.registry import ChannelBinding
 from genworker.observability.metrics import register_collector, unregister_collector
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus
+from genworker.settings import Settings
 
 __all__ = [
     "COMPONENT",
@@ -44,14 +47,18 @@ def settings_backoff(number: Any) -> Backoff:
     return Backoff(base_s=base, max_s=max(top, base))
 
 
-def build_long_connections(runtime: Any, channels: Channels) -> LongConnections:
+def build_long_connections(
+    settings: Settings,
+    components: dict[str, ComponentRuntimeStatus],
+    channels: Channels,
+    owner: str,
+    aredis: aioredis.Redis | None,
+) -> LongConnections:
     """Start the long connections of every binding that has one (after `build_channels`); the caller
-    calls `sync()` after reloads and `stop()` at shutdown. Leases live in Redis when the runtime
-    shares one, else in lock files of the workspace."""
-    settings = runtime.settings
+    calls `sync()` after reloads and `stop_long_connections` at shutdown. Leases name `owner` (this
+    process's instance) and live in Redis when the runtime shares one (`aredis`), else in lock files
+    of the workspace. Their status is kept in `components` once a binding has a long connection."""
     ttl_s = settings.number("GENWORKER_LONGCONN_LEASE_S", 30, 0.03, 3600)
-    owner = runtime.leases.instance_id if getattr(runtime, "leases", None) is not None else "genworker"
-    aredis = getattr(runtime, "aredis", None)
     root = channels.registry.workspace.root
 
     def lease_for(binding: ChannelBinding) -> BindingLease:
@@ -60,8 +67,8 @@ def build_long_connections(runtime: Any, channels: Channels) -> LongConnections:
         return FileBindingLease(root, binding, owner, ttl_s=ttl_s)
 
     def on_change(status: ComponentRuntimeStatus) -> None:  # listed once a binding has a long connection
-        if status.status is not ComponentStatus.DISABLED or COMPONENT in runtime.components:
-            runtime.components[COMPONENT] = status
+        if status.status is not ComponentStatus.DISABLED or COMPONENT in components:
+            components[COMPONENT] = status
 
     connections = LongConnections(
         channels.registry,
