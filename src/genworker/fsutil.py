@@ -8,7 +8,7 @@ On Linux a file that already exists is replaced by exchanging it with the new on
 (`renameat2(RENAME_EXCHANGE)`) and then deleting the old one under the temporary name. Readers
 see the same thing as with a rename over it, but ext4 does not force the new file's blocks to be
 allocated and written out on the spot as it does for a rename over an existing file
-(`auto_da_alloc`): measured on this project's ext4 disk, 137 µs a replace instead of 332 µs.
+(`auto_da_alloc`), so a replace costs much less.
 """
 
 from __future__ import annotations

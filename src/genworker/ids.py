@@ -111,7 +111,7 @@ def safe_join(root: Path, *ids: str, kind: str = "id") -> Path:
 class PlainFolders:
     """Folders found free of symlinks below a root, remembered for the process (bounded), so a file in
     one costs one `lstat` of the file itself instead of a walk from the root (a store's run, manifest
-    or session path: ~90 -> ~15 µs). Only the workspace's owner can turn such a folder into a symlink
+    or session path). Only the workspace's owner can turn such a folder into a symlink
     afterwards: tools are confined to a worker's `files/`."""
 
     def __init__(self, limit: int = 65_536) -> None:

@@ -55,8 +55,8 @@ log = logging.getLogger("genworker.runtime")
 def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> FastAPI:
     """The HTTP app. `freeze_gc` (the server process, `genworker run`): once the runtime has started,
     its objects are moved out of the garbage collector's reach (`gc.freeze`), so a full collection
-    later walks only what requests made, not the loaded workspace, app and libraries (measured: one
-    269 ms pause every ~100 chat turns without it); and the collector is turned on, for
+    later walks only what requests made, not the loaded workspace, app and libraries (without it,
+    a long pause every hundred turns or so); and the collector is turned on, for
     `genworker run` turns it off while it starts."""
 
     @asynccontextmanager

@@ -96,7 +96,7 @@ class DecodedSessions:
     """Recently stored sessions' bytes, as last read or written by this store, with the session they
     decode to. Bytes that are unchanged are not decoded again: a turn reads its thread's session
     twice (at its start, and for the compare-and-set of its save), and a long thread's session is
-    large (6.5 ms to decode at 1,000 messages). Comparing the bytes keeps it exact, whoever wrote
+    large and costly to decode. Comparing the bytes keeps it exact, whoever wrote
     them. Keys are file paths or Redis keys."""
 
     def __init__(self, max_bytes: int = DECODED_CACHE_BYTES) -> None:

@@ -253,7 +253,7 @@ _CODE_FOLDERS = ("workspace", "observability", "tools")
 
 
 def _code_stamp() -> int:
-    """A checksum of the size and mtime of every `.py` file the loader may import (about 1 ms)."""
+    """A checksum of the size and mtime of every `.py` file the loader may import."""
     package = Path(genworker.__file__).parent
     files = sorted(package.glob("*.py"))
     for sub in _CODE_FOLDERS:

@@ -30,8 +30,8 @@ def _encoder() -> Callable[[str], Sequence[int]]:
 
 
 def load_tokenizer() -> None:
-    """Load the tokenizer's tables now: the first count reads and parses them (about 250 ms, once
-    per process). The runtime calls this in a worker thread at start-up, so that the first turn
+    """Load the tokenizer's tables now: the first count reads and parses them, a
+    noticeable pause once per process. The runtime calls this in a worker thread at start-up, so that the first turn
     does not pay it on the event loop, stalling every other request meanwhile."""
     _encoder()("warm")
 
