@@ -93,6 +93,7 @@ VALID = {
     "name": "queue_depth",
     "command": "pause",
     "decision": "reject",
+    "file_path": "PERSONA.md",
 }
 # every route of the API with an id in its path (test_every_route_with_an_id_is_here keeps it whole)
 ROUTES = [
@@ -159,6 +160,10 @@ ROUTES = [
     ("POST", "/api/v1/workers/{worker_id}/outbox/{entry_id}/resend"),
     ("POST", "/api/v1/workers/{worker_id}/duties/{duty_id}/runs/{run_id}/release"),
     ("GET", "/api/v1/workers/{worker_id}/dashboard/runs/{run_id}"),
+    ("GET", "/api/v1/workers/{worker_id}/files"),
+    ("POST", "/api/v1/workers/{worker_id}/files/validate"),
+    ("GET", "/api/v1/workers/{worker_id}/files/{file_path}"),
+    ("PUT", "/api/v1/workers/{worker_id}/files/{file_path}"),
 ]
 INVALID = {
     "too-long": "x" * 300,

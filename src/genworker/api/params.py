@@ -72,6 +72,7 @@ THREAD_ID_PATTERN: Final = _thread_id_pattern()
 _RULES: Final = {
     "adapter_id": f"an adapter id is tenant{SEPARATOR}worker{SEPARATOR}key, each part {ID_RULE}",
     "name": "a metric name is 1-64 of a-z 0-9 _ . : - starting with a letter or digit",
+    "file_path": "an editable file is PERSONA.md, duties/<name>.md, goals/<name>.md or a text file under skills/",
 }
 
 

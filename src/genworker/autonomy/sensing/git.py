@@ -8,13 +8,12 @@ the new one was rewritten (force-push): `git.branch_rewritten`, then the commits
 the old sha. New branches and tags are reported once, not their history. With `filter.paths`, only
 commits that touch those paths are reported.
 
-git runs without a shell, with an environment that carries no credentials and reads neither the
-system nor the global git config; it never fetches.
+git runs through genworker.workspace.git.run_git: without a shell, with an environment that carries
+no credentials and reads neither the system nor the global git config; it never fetches.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -27,11 +26,11 @@ from genworker.autonomy.sensing.errors import SensorConfigError, SensorPollError
 from genworker.autonomy.sensing.facts import Fact, FactEmitter
 from genworker.autonomy.sensing.filters import GitFilter
 from genworker.ids import is_inside
+from genworker.workspace.git import GitError, run_git
 from genworker.workspace.models.persona import SensorConfig
 
 __all__ = ["GitCommit", "GitRefs", "GitRepo", "GitSensor"]
 
-GIT_TIMEOUT_S = 60.0
 _SEP = "\x1f"
 
 
@@ -58,26 +57,10 @@ class GitRepo:
         self.path = path
 
     def _run(self, *args: str, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess[str]:
-        command = ["git", "-c", "core.fsmonitor=false", "--no-pager", "-C", str(self.path), *args]
         try:
-            done = subprocess.run(
-                command,
-                capture_output=True,
-                encoding="utf-8",
-                errors="replace",
-                env=_git_env(),
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-                stdin=subprocess.DEVNULL,
-            )
-        except FileNotFoundError:
-            raise SensorPollError("git is not installed (no `git` on PATH)") from None
-        except subprocess.TimeoutExpired:
-            raise SensorPollError(f"git {args[0]} took longer than {GIT_TIMEOUT_S:.0f}s") from None
-        if done.returncode not in ok:
-            message = (done.stderr or done.stdout).strip().splitlines()
-            raise SensorPollError(f"git {args[0]} failed ({done.returncode}): {message[-1] if message else ''}")
-        return done
+            return run_git(self.path, "-c", "core.fsmonitor=false", *args, ok=ok)
+        except GitError as exc:
+            raise SensorPollError(str(exc)) from None
 
     def storage(self) -> list[Path]:
         """Every folder git reads objects and refs from: the git dir, the common dir, alternates."""
@@ -124,18 +107,6 @@ class GitRepo:
             sha, parents, name, email, date, subject = line.split(_SEP, 5)
             commits.append(GitCommit(sha, tuple(parents.split()), name, email, date, subject))
         return commits
-
-
-def _git_env() -> dict[str, str]:
-    return {
-        "PATH": os.environ.get("PATH", os.defpath),
-        "LANG": "C",
-        "LC_ALL": "C",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": os.devnull,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_OPTIONAL_LOCKS": "0",
-    }
 
 
 class GitSensor(PullSensor):
