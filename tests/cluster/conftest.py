@@ -1,0 +1,273 @@
+"""A cluster as docs/deploy.md describes it (issue #30): three real `genworker run` processes on one
+copy of the demo workspace, GENWORKER_PROFILE=shared on one Redis, the scripted model over HTTP,
+Slack's API stood in over HTTP, and Debian's nginx in front of them as the load balancer.
+
+Redis is a database of its own on the test server (`REDIS_CLUSTER_TEST_URL`, else REDIS_TEST_URL's
+server with db 14, or 13 when REDIS_TEST_URL already uses 14), flushed at the start: the processes
+write the shared profile's fixed key names, which no other test may see. nginx runs as the test's
+own user in the foreground with a config generated under the test's tmp folder; its `location /`
+block is read from deploy/nginx.conf, so the proxy settings tested are the ones shipped.
+
+Without Redis or nginx the cluster tests skip with a one-line reason; GENWORKER_REQUIRE_REDIS=1
+makes a missing Redis, and GENWORKER_REQUIRE_NGINX=1 a missing nginx, a failure (.ci/run sets both).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import grp
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx2 as httpx
+import pytest
+import redis
+
+from genworker.auth import ApiKeyStore
+from genworker.testing import ScriptedModelServer, scripted_env
+from genworker.testing.credentials import SLACK_SIGNING_SECRET
+from genworker.testing.live_server import LiveServer
+from genworker.testing.vendors import Vendor
+
+ROOT = Path(__file__).resolve().parents[2]
+PROCESSES = 3
+DEADLINE_S = 180  # a bound on waiting for a loaded 2-core machine, not a measurement
+KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+def cluster_redis_url() -> str:
+    if url := os.environ.get("REDIS_CLUSTER_TEST_URL"):
+        return url
+    parts = urlsplit(os.environ.get("REDIS_TEST_URL", "redis://127.0.0.1:6379/15"))
+    db = "13" if parts.path.strip("/") == "14" else "14"
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
+def _missing(what: str, require: str, reason: str) -> None:
+    if os.environ.get(require) == "1":
+        pytest.fail(f"{require}=1 but {reason}", pytrace=False)
+    pytest.skip(f"{what}: {reason}")
+
+
+def nginx_binary() -> str:
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").is_file() else None)
+    if found is None:
+        _missing("cluster tests", "GENWORKER_REQUIRE_NGINX", "nginx is not installed (apt-get install nginx)")
+    assert found is not None
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def until(check: Callable[[], Any], what: str, alive: Callable[[], None] = lambda: None) -> Any:
+    """Poll `check` until it returns something truthy; `alive` raises when waiting is pointless."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        alive()
+        with contextlib.suppress(httpx.TransportError):  # not listening yet
+            if found := check():
+                return found
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)  # polling another process, not timing anything
+
+
+def location_block(conf: str) -> str:
+    """The `location / { ... }` block of an nginx config, braces matched."""
+    start = re.search(r"^\s*location / \{", conf, re.MULTILINE)
+    assert start is not None, "deploy/nginx.conf has no `location / {` block"
+    depth = 0
+    for index in range(start.end() - 1, len(conf)):
+        depth += {"{": 1, "}": -1}.get(conf[index], 0)
+        if depth == 0:
+            return conf[start.start() : index + 1]
+    raise AssertionError("deploy/nginx.conf: unbalanced braces in `location /`")
+
+
+def nginx_conf(prefix: Path, port: int, upstreams: list[int]) -> str:
+    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;" for p in upstreams)
+    location = location_block((ROOT / "deploy/nginx.conf").read_text(encoding="utf-8"))
+    # as root, nginx's workers would switch to `nobody`, who may not enter the test's tmp folder
+    user = f"user {getpass.getuser()} {grp.getgrgid(os.getgid()).gr_name};\n" if os.geteuid() == 0 else ""
+    temp = "\n".join(
+        f"    {kind}_temp_path {prefix / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return f"""{user}worker_processes 1;
+pid {prefix / "nginx.pid"};
+error_log {prefix / "error.log"} warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log {prefix / "access.log"};
+{temp}
+    upstream genworker {{
+{servers}
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{port};
+{location}
+    }}
+}}
+"""
+
+
+@dataclass
+class Process:
+    index: int
+    port: int
+    log: Path
+    popen: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def check_alive(self) -> None:
+        if self.popen.poll() is not None:
+            tail = self.log.read_text(encoding="utf-8", errors="replace")[-3000:]
+            raise AssertionError(f"genworker process {self.index} exited with {self.popen.returncode}:\n{tail}")
+
+
+@dataclass
+class Cluster:
+    workspace: Path
+    processes: list[Process]
+    nginx_url: str
+    model: ScriptedModelServer
+    slack: Vendor
+    redis_url: str
+    api_key: str
+    nginx_log: Path
+    clients: list[httpx.Client] = field(default_factory=list)
+
+    def client(self, base_url: str) -> httpx.Client:
+        client = httpx.Client(base_url=base_url, timeout=DEADLINE_S)
+        self.clients.append(client)
+        return client
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+    def check_alive(self) -> None:
+        for process in self.processes:
+            process.check_alive()
+
+    def logs(self) -> list[str]:
+        return [p.log.read_text(encoding="utf-8", errors="replace") for p in self.processes]
+
+
+def prepare_workspace(source: Path, dest: Path) -> str:
+    """A copy of the demo with Slack credentials for Milo (the analyst); returns an API key of tenant demo."""
+    shutil.copytree(source, dest)
+    credentials = {"slack": {"bot_token": "xoxb-cluster-test", "signing_secret": SLACK_SIGNING_SECRET}}
+    path = dest / "tenants/demo/workers/analyst/CHANNEL_CREDENTIALS.json"
+    path.write_text(json.dumps(credentials), encoding="utf-8")
+    return ApiKeyStore(dest).create("demo")[1]
+
+
+def start_process(index: int, home: Path, workspace: Path, env: dict[str, str]) -> Process:
+    port = free_port()
+    log = home / f"genworker-{index}.log"
+    command = [str(Path(sys.executable).with_name("genworker")), "run", "--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as sink:  # the child keeps its own copy of the handle
+        popen = subprocess.Popen(
+            [*command, "--workspace", str(workspace)], cwd=home, env=env, stdout=sink, stderr=subprocess.STDOUT
+        )
+    return Process(index, port, log, popen)
+
+
+def stop(popen: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if popen.poll() is None:
+        popen.send_signal(sig)
+        try:
+            popen.wait(60)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(60)
+
+
+@pytest.fixture(scope="module")
+def cluster_redis() -> Iterator[str]:
+    url = cluster_redis_url()
+    client = redis.Redis.from_url(url, socket_connect_timeout=1)
+    try:
+        client.flushdb()
+    except redis.RedisError as exc:
+        _missing("cluster tests", "GENWORKER_REQUIRE_REDIS", f"Redis at {url} is unreachable: {exc}")
+    finally:
+        client.close()
+    yield url
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    cluster_redis: str, demo_workspace_src: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Cluster]:
+    nginx = nginx_binary()
+    home = tmp_path_factory.mktemp("cluster")
+    workspace = home / "workspace"
+    api_key = prepare_workspace(demo_workspace_src, workspace)
+    (home / "configs").mkdir()
+    slack = Vendor()
+    with ScriptedModelServer() as model, LiveServer(slack.app()) as slack_api:
+        settings = scripted_env(
+            model,
+            GENWORKER_PROFILE="shared",
+            REDIS_URL=cluster_redis,
+            GENWORKER_SLACK_API_BASE=slack_api.url,
+            GENWORKER_CONFIG_DIR=str(home / "configs"),
+        )
+        env = {k: v for k, v in os.environ.items() if k in KEEP_ENV} | settings
+        processes = [start_process(i, home, workspace, env) for i in range(PROCESSES)]
+        prefix = home / "nginx"
+        prefix.mkdir()
+        nginx_port = free_port()
+        conf = prefix / "nginx.conf"
+        conf.write_text(nginx_conf(prefix, nginx_port, [p.port for p in processes]), encoding="utf-8")
+        with (prefix / "stderr.log").open("wb") as sink:
+            balancer = subprocess.Popen(
+                [nginx, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log"), "-g", "daemon off;"],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        made = Cluster(workspace, processes, f"http://127.0.0.1:{nginx_port}", model, slack, cluster_redis, api_key,
+                       prefix / "error.log")  # fmt: skip
+        try:
+            for process in processes:
+                until(lambda p=process: httpx.get(p.url + "/readiness").status_code == 200, "/readiness 200",
+                      made.check_alive)  # fmt: skip
+
+            def nginx_alive() -> None:
+                if balancer.poll() is not None:
+                    said = (prefix / "stderr.log").read_text(encoding="utf-8") + made.nginx_log.read_text(
+                        encoding="utf-8"
+                    )
+                    raise AssertionError(f"nginx exited with {balancer.returncode}: {said}")
+
+            until(lambda: httpx.get(made.nginx_url + "/readiness").status_code == 200, "nginx", nginx_alive)
+            yield made
+        finally:
+            for client in made.clients:
+                client.close()
+            stop(balancer, signal.SIGQUIT)  # nginx's graceful stop
+            for process in processes:
+                process.popen.send_signal(signal.SIGTERM)
+            for process in processes:
+                stop(process.popen)
