@@ -23,6 +23,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -310,31 +311,41 @@ class HeldFirstPost:
         await self.app(scope, replay, send)
 
 
-def test_escalations_owed_when_the_server_is_killed_are_made_once_at_the_next_start(
-    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
-) -> None:
-    """A run fails its output schema; two escalations are due (failed -> dana, output_invalid -> sam).
-    The server is killed while the first is being sent: the next one on the workspace makes the second
-    once and never sends the first again (it may have left: outcome_unknown)."""
+@dataclass
+class MidEscalationKill:
+    killed: dict[str, Any]  # the run's file just after the kill
+    plans: list[dict[str, Any]]  # the escalation plans on disk then
+    posts: list[Any]  # the two escalations' posts, the one cut short by the kill first
+    model_calls: int
+
+
+def kill_mid_escalation(
+    tmp_path: Path, model_server: ScriptedModelServer, small_workspace: Callable[..., Path], duty: str
+) -> MidEscalationKill:
+    """Run `duty` (alice's, owing escalations to dana and sam by Slack) over HTTP; kill the server
+    while the first escalation is being sent; start the next one on the workspace, which makes the
+    second once and never sends the first again (it may have left: outcome_unknown), then a third,
+    which owes nothing."""
     stand_in = Vendor()
     held = HeldFirstPost(stand_in.app())
     creds = {"slack": {"bot_token": "xoxb-test", "signing_secret": "s" * 32}}
+    duty_id = re.search(r"duty_id: (\S+)", duty).group(1)  # type: ignore[union-attr]
     workspace = small_workspace(
         {"acme": ["alice"]},
         {
             "tenants/acme/workers/alice/PERSONA.md": ESCALATING_PERSONA,
             "tenants/acme/workers/alice/CHANNEL_CREDENTIALS.json": json.dumps(creds),
-            "tenants/acme/workers/alice/duties/summary.md": ESCALATING_DUTY,
+            f"tenants/acme/workers/alice/duties/{duty_id}.md": duty,
         },
     )
     headers = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
-    model_server.expect(Reply('{"summary": 14.5}'), Reply('{"summary": 15}'))  # broken, and after the repair
+    escalations = workspace / "tenants/acme/workers/alice/runtime/duty_escalations"
     with LiveServer(held) as vendor_live:
         with server(tmp_path, workspace, model_server, vendor_live.url, retry_s=10) as first:
 
             def run_duty() -> None:  # answered only after the escalations: the server is killed before that
                 with contextlib.suppress(httpx.HTTPError):
-                    httpx.post(f"{first.url}/api/v1/workers/alice/duties/summary/run", headers=headers, timeout=60)
+                    httpx.post(f"{first.url}/api/v1/workers/alice/duties/{duty_id}/run", headers=headers, timeout=60)
 
             threading.Thread(target=run_duty, daemon=True).start()
             assert held.arrived.wait(60), "".join(first.log.lines[-40:])
@@ -342,8 +353,7 @@ def test_escalations_owed_when_the_server_is_killed_are_made_once_at_the_next_st
         held.release.set()  # the killed process's send reaches the vendor now
         [run_file_path] = (workspace / "tenants/acme/workers/alice/runs").glob("run_*.json")
         killed = json.loads(run_file_path.read_text(encoding="utf-8"))
-        assert (killed["state"], killed["error"]["code"]) == ("failed", "output_schema_violation")
-        assert killed["escalations"] == []  # the first was mid-send, the second not yet begun
+        plans = [json.loads(path.read_text(encoding="utf-8")) for path in escalations.glob("*.json")]
         [first_post] = stand_in.wait_for(POST, 1)
 
         with server(tmp_path, workspace, model_server, vendor_live.url, retry_s=10) as second:
@@ -352,11 +362,52 @@ def test_escalations_owed_when_the_server_is_killed_are_made_once_at_the_next_st
             second.stop()
         with server(tmp_path, workspace, model_server, vendor_live.url, retry_s=10) as third:
             third.stop()  # nothing is owed any more
-    assert len(stand_in.calls(POST)) == 2 and len(model_server.requests) == 2
+    assert killed["escalations"] == []  # the first was mid-send, the second not yet begun
+    assert len(stand_in.calls(POST)) == 2 and posts[0] is first_post
     assert sorted(p.body["channel"] for p in posts) == ["U-DANA", "U-SAM"]
-    assert "escalates *Summary* to you" in posts[1].body["text"]
     done = run_file(workspace, killed["run_id"])
     states = {e["target"]: e["state"] for e in done["escalations"]}
     first_to = {"U-DANA": "dana", "U-SAM": "sam"}[first_post.body["channel"]]
     assert states == {first_to: "outcome_unknown", ({"dana", "sam"} - {first_to}).pop(): "sent"}
-    assert not any((workspace / "tenants/acme/workers/alice/runtime/duty_escalations").glob("*.json"))
+    assert not any(escalations.glob("*.json"))
+    return MidEscalationKill(killed, plans, posts, len(model_server.requests))
+
+
+def test_escalations_owed_when_the_server_is_killed_are_made_once_at_the_next_start(
+    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    """A run fails its output schema; two escalations are due (failed -> dana, output_invalid -> sam)."""
+    model_server.expect(Reply('{"summary": 14.5}'), Reply('{"summary": 15}'))  # broken, and after the repair
+    kill = kill_mid_escalation(tmp_path, model_server, small_workspace, ESCALATING_DUTY)
+    assert (kill.killed["state"], kill.killed["error"]["code"]) == ("failed", "output_schema_violation")
+    assert "escalates *Summary* to you" in kill.posts[1].body["text"]
+    assert kill.model_calls == 2
+
+
+REFUSED_DUTY = """---
+duty_id: tally
+title: Tally
+triggers: [{id: go, type: manual}]
+pre_script: {path: scripts/missing.py}
+escalation: {condition: failed, target: dana}
+contract:
+  version: "1"
+  escalation: {condition: run_failed, target: sam}
+---
+Tally the week.
+"""
+
+
+def test_escalations_of_a_run_refused_before_its_engine_are_made_once_after_a_kill(
+    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    """The duty's pre_script cannot be read, so the run fails before its engine (no model call);
+    two escalations are due (failed -> dana, run_failed -> sam), planned before the run was
+    recorded failed (#25)."""
+    kill = kill_mid_escalation(tmp_path, model_server, small_workspace, REFUSED_DUTY)
+    assert (kill.killed["state"], kill.killed["error"]["code"]) == ("failed", "pre_script_failed")
+    [plan] = kill.plans
+    assert (plan["run_id"], plan["expect"]) == (kill.killed["run_id"], "failed")
+    assert [d["rule"]["target"] for d in plan["due"]] == ["dana", "sam"]
+    assert "escalates *Tally* to you (failed)" in kill.posts[1].body["text"]
+    assert kill.model_calls == 0

@@ -154,7 +154,7 @@ class WorkerRouter:
                 try:
                     await self._turn(route, settler, emit)
                 except Exception as exc:  # still in the turn: the next message sees the run ended
-                    for event in await settler.internal_error(req, ids.run_id, exc):
+                    for event in await settler.internal_error(req, worker, ids.run_id, exc):
                         await emit(await settler.ended(worker, event))
 
     async def _turn(self, route: Route, settler: Settler, emit: RouteEmit) -> None:
@@ -177,12 +177,12 @@ class WorkerRouter:
             case Admitted():
                 prepared = await preparer.prepare(req, worker, admission, session, written)
                 if isinstance(prepared, Blocked):  # its pre_script failed
-                    last = await settler.refuse(ref, prepared)
+                    last = await settler.refuse(worker, ref, prepared)
                 else:
                     ran = await self._engine(prepared, ref, emit)
                     last = await settler.settle(req, worker, admission, prepared, session, ran, written)
             case Blocked():
-                last = await settler.refuse(ref, admission)
+                last = await settler.refuse(worker, ref, admission)
             case Gated():
                 last = await settler.gate(req, ref, admission)
             case Duplicate():

@@ -1,11 +1,13 @@
 """Settlement: how a routed run ends, and the events that tell its caller.
 
 Each way to end returns the run's last events, RouteDone last, once everything they announce is
-stored: a refused run (blocked, no skill, failed pre_script) is recorded as failed; a gated one
+stored: a refused run (blocked, no skill, failed pre_script) is recorded as failed, a duty run's
+escalations for that failure written down first, as an engine run's are; a gated one
 waits for its confirmation; a duplicate returns the run its key made; an engine run's result is
 checked against its duty's contract, then its run record, its turn in the thread and its episode
 are made durable together before RUN_FINISHED, and a tool call it waits on becomes a confirmation.
-`internal_error` records a bug or storage failure once the run was accepted; `ended` delivers a
+`internal_error` records a bug or storage failure once the run was accepted (its escalations
+planned likewise, at best effort); `ended` delivers a
 duty run's result and makes its escalations before its RouteDone goes out.
 """
 
@@ -25,7 +27,7 @@ from genworker.tools.base import ToolCall
 from genworker.worker.admission import Admitted, Blocked, Duplicate, Gated
 from genworker.worker.confirmations.store import ConfirmationStore
 from genworker.worker.duty_steps import DutyOutcomeSteps
-from genworker.worker.lifecycle import IllegalTransition, TaskLifecycle
+from genworker.worker.lifecycle import IllegalTransition, RunNotFound, TaskLifecycle
 from genworker.worker.preparation import Prepared
 from genworker.worker.routing import RouteDone, RouteRequest, RouterEvent
 from genworker.worker.task import RunRef, ToolCallRecord
@@ -64,9 +66,11 @@ class Settler:
         status: RunStatus = "completed" if first.state == "completed" else "failed"
         return (RouteDone(RunResult(status, error_code="duplicate", error=f"already run as {first.run_id}"), first),)
 
-    async def refuse(self, ref: RunRef, blocked: Blocked) -> Events:
-        record = await self.tasks.fail(ref, blocked.code, blocked.message)
+    async def refuse(self, worker: Worker, ref: RunRef, blocked: Blocked) -> Events:
+        """A run ended before its engine: a duty run's escalations planned, then the run failed."""
         result = RunResult("failed", error_code=blocked.code, error=blocked.message)
+        await self._plan_failure(worker, ref, result)
+        record = await self.tasks.fail(ref, blocked.code, blocked.message)
         return RunError(ref.run_id, blocked.code, blocked.message), RouteDone(result, record)
 
     async def gate(self, req: RouteRequest, ref: RunRef, gated: Gated) -> Events:
@@ -134,13 +138,19 @@ class Settler:
         finished = (ran.finished,) if ran.finished is not None else ()
         return (*finished, RouteDone(result, record))
 
-    async def internal_error(self, req: RouteRequest, run_id: str, exc: Exception) -> Events:
+    async def internal_error(self, req: RouteRequest, worker: Worker, run_id: str, exc: Exception) -> Events:
         """A bug or a storage failure once the run was accepted: logged under an error id, the run
-        recorded as failed (unless it had already ended), then RunError and RouteDone, so a stream
-        ends well-formed and says no more than the id. When the run cannot be recorded (no record,
-        or the disk refuses), the original error goes on."""
+        recorded as failed (unless it had already ended; a duty run's escalations planned first, at
+        best effort), then RunError and RouteDone, so a stream ends well-formed and says no more than
+        the id. When the run cannot be recorded (no record, or the disk refuses), the original error
+        goes on."""
         message = internal_error_message(log_internal_error(log, f"[Router] run {run_id} failed", exc))
         ref = RunRef(req.tenant_id, req.worker_id, run_id)
+        result = RunResult("failed", error_code="internal_error", error=message)
+        try:
+            await self._plan_failure(worker, ref, result)
+        except Exception:  # the run is still recorded failed; `ended` makes its escalations at once
+            log.exception("[Router] run %s: the escalations of its internal error could not be planned", run_id)
         try:
             record = await self.tasks.fail(ref, "internal_error", message)
         except IllegalTransition:  # it had ended (say completed, then its turn could not be stored)
@@ -148,7 +158,6 @@ class Settler:
         except Exception:
             log.exception("[Router] run %s: its internal error could not be recorded", run_id)
             raise exc from None
-        result = RunResult("failed", error_code="internal_error", error=message)
         return RunError(run_id, "internal_error", message), RouteDone(result, record)
 
     async def ended(self, worker: Worker, event: RouterEvent) -> RouterEvent:
@@ -164,6 +173,20 @@ class Settler:
         except Exception:
             log.exception("[Router] run %s: its delivery or escalation failed", event.record.run_id)
             return event
+
+    async def _plan_failure(self, worker: Worker, ref: RunRef, result: RunResult) -> None:
+        """A duty run about to be recorded failed without its engine's result: the escalations that
+        failure calls for, on disk before it is recorded, so a stop in between leaves them owed (an
+        ended run, a run never recorded, or not a duty's: nothing)."""
+        if self.duty_outcomes is None or not worker.duties:
+            return
+        try:
+            run = await self.tasks.get_run(ref)
+        except RunNotFound:
+            return
+        duty = worker.duties.get(run.provenance.duty_id or "")
+        if duty is not None and not run.terminal:
+            await self.duty_outcomes.settle(worker, duty, ref, result, ())
 
     async def _settle_duty(self, worker: Worker, admitted: Admitted, ref: RunRef, ran: EngineRun) -> RunResult:
         """A duty run's result checked against its contract before the run is recorded."""
