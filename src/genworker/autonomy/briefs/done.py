@@ -6,14 +6,15 @@
 - `held_calls`: the tool calls the undo window held in the period — still pending (with the undo
   command), executed, undone; one that expired, failed or whose outcome is unknown goes to
   "Conflicts and risks", because a person has to look at it;
-- `held_results`: duty results the Policy Gate held (a posture that only proposes): each run of the
-  period whose result is still held goes to "Needs your confirmation", with its draft and the
-  command that sends it.
+- `held_results`: duty results the Policy Gate held (a posture that only proposes): every run whose
+  result is still held goes to "Needs your confirmation", with its draft and the command that
+  sends it, in each brief until it is released (whenever the run finished).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -83,11 +84,9 @@ def done_runs(tasks: TaskLifecycle, workspace_root: Path) -> DoneSource:
 def held_results(tasks: TaskLifecycle) -> DoneSource:
     async def source(tenant_id: str, worker_id: str, since: datetime | None) -> list[BriefItem]:
         items: list[BriefItem] = []
-        for run in await tasks.list_runs(tenant_id, worker_id, limit=_PAGE):
-            if since is not None and run.timings.queued_at < since - _LONGEST_RUN:
-                break  # newest first by queue time: the rest finished before `since`
+        for run in await tasks.list_runs(tenant_id, worker_id, limit=sys.maxsize):  # held since any time
             finished = run.timings.finished_at
-            if run.state is RunState.COMPLETED and finished is not None and (since is None or finished >= since):
+            if run.state is RunState.COMPLETED and finished is not None:
                 item = _held_result(run, finished)
                 if item is not None:
                     items.append(item)
