@@ -161,7 +161,7 @@ ROUTES = [
     ("POST", "/api/v1/workers/{worker_id}/duties/{duty_id}/runs/{run_id}/release"),
     ("GET", "/api/v1/workers/{worker_id}/dashboard/runs/{run_id}"),
     ("GET", "/api/v1/workers/{worker_id}/files"),
-    ("POST", "/api/v1/workers/{worker_id}/files/validate"),
+    ("POST", "/api/v1/workers/{worker_id}/validate-file"),
     ("GET", "/api/v1/workers/{worker_id}/files/{file_path}"),
     ("PUT", "/api/v1/workers/{worker_id}/files/{file_path}"),
 ]

@@ -75,6 +75,10 @@ def files_url(worker: str, path: str = "") -> str:
     return f"/api/v1/workers/{worker}/files" + (f"/{path}" if path else "")
 
 
+def check_url(worker: str) -> str:
+    return f"/api/v1/workers/{worker}/validate-file"
+
+
 def leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.rglob("*") if p.name.endswith(".tmp"))
 
@@ -87,9 +91,7 @@ def test_an_edit_that_does_not_load_is_refused_with_file_and_line_and_never_writ
     assert opened["content"] == PERSONA and opened["version"].startswith("sha256:")
     broken = PERSONA.replace("role: assistant", "role: {a: 1}")  # line 5
 
-    checked = client.post(
-        files_url("alice", "validate"), json={"path": "PERSONA.md", "content": broken}, headers=headers
-    )
+    checked = client.post(check_url("alice"), json={"path": "PERSONA.md", "content": broken}, headers=headers)
     assert checked.status_code == 200, checked.text
     assert checked.json()["valid"] is False
     assert [(i["file"], i["line"], i["field"], i["severity"]) for i in checked.json()["issues"]] == [
@@ -108,14 +110,12 @@ def test_an_edit_that_does_not_load_is_refused_with_file_and_line_and_never_writ
 
     # an edit that loads alone but breaks another file: renaming the duty a goal refers to
     renamed = DUTY.replace("duty_id: nightly", "duty_id: weekly")
-    checked = client.post(
-        files_url("alice", "validate"), json={"path": "duties/nightly.md", "content": renamed}, headers=headers
-    )
+    checked = client.post(check_url("alice"), json={"path": "duties/nightly.md", "content": renamed}, headers=headers)
     assert checked.json()["valid"] is False
     assert [(i["file"], i["message"]) for i in checked.json()["issues"]] == [
         (f"{ALICE}/goals/launch.md", "references unknown duties ['nightly']")
     ]
-    fine = client.post(files_url("alice", "validate"), json={"path": "PERSONA.md", "content": PERSONA}, headers=headers)
+    fine = client.post(check_url("alice"), json={"path": "PERSONA.md", "content": PERSONA}, headers=headers)
     assert fine.json() == {"path": "PERSONA.md", "file": f"{ALICE}/PERSONA.md", "valid": True, "issues": []}
 
 
@@ -217,7 +217,7 @@ def test_another_tenants_key_and_a_key_for_other_workers_reach_nothing(client: T
         assert client.get(files_url("alice"), headers=headers).status_code == 404
         assert client.get(files_url("alice", "PERSONA.md"), headers=headers).status_code == 404
         check = {"path": "PERSONA.md", "content": PERSONA}
-        assert client.post(files_url("alice", "validate"), json=check, headers=headers).status_code == 404
+        assert client.post(check_url("alice"), json=check, headers=headers).status_code == 404
         assert client.put(files_url("alice", "PERSONA.md"), json=changed, headers=headers).status_code == 404
     assert client.get(files_url("gina"), headers=auth(repo)).status_code == 404  # and acme's key not globex's
     assert (repo / ALICE / "PERSONA.md").read_text(encoding="utf-8") == PERSONA
@@ -248,9 +248,7 @@ def test_paths_outside_the_workers_own_files_are_refused(client: TestClient, rep
         if put.status_code == 422:
             assert ["path", "file_path"] in [f["loc"] for f in put.json()["error"]["fields"]], put.text
     assert client.get(files_url("alice", "duties/bob.md"), headers=headers).json()["error"]["code"] == "path_refused"
-    escaped = client.post(
-        files_url("alice", "validate"), json={"path": "../bob/PERSONA.md", "content": ""}, headers=headers
-    )
+    escaped = client.post(check_url("alice"), json={"path": "../bob/PERSONA.md", "content": ""}, headers=headers)
     assert escaped.status_code == 422
     assert [f["path"] for f in client.get(files_url("alice"), headers=headers).json()["files"]] == [
         "PERSONA.md",

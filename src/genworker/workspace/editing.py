@@ -61,7 +61,7 @@ __all__ = [
 
 log = logging.getLogger("genworker.workspace.editing")
 
-_SEGMENT = r"[A-Za-z0-9_](?:\.?[A-Za-z0-9_-])*"  # no leading '.', no '..'
+_SEGMENT = r"[A-Za-z0-9_](?:\.?[A-Za-z0-9_-]){0,99}"  # no leading '.', no '..', short enough for any filesystem
 _SKILL_FILE = rf"skills/(?:{_SEGMENT}/){{0,5}}{_SEGMENT}\.(?:md|txt|json|yaml|yml)"
 EDITABLE_PATTERN = rf"^(?:PERSONA\.md|(?:duties|goals)/{_SEGMENT}\.md|{_SKILL_FILE})$"
 EDITABLE_MAX_LENGTH = 512
@@ -162,12 +162,15 @@ class WorkerFiles:
                 "text file (.md .txt .json .yaml .yml) under skills/, named with letters, digits, '_', '-', '.'"
             )
         target = self.folder / path
-        if target.is_symlink():
-            raise PathRefused(f"{path!r} is a symbolic link: edit the file it points to")
-        if not target.resolve().is_relative_to(self.folder.resolve()):
-            raise PathRefused(f"{path!r} leaves the worker's folder (through a symbolic link)")
-        if target.exists() and not target.is_file():
-            raise PathRefused(f"{path!r} is not a regular file")
+        try:
+            if target.is_symlink():
+                raise PathRefused(f"{path!r} is a symbolic link: edit the file it points to")
+            if not target.resolve().is_relative_to(self.folder.resolve()):
+                raise PathRefused(f"{path!r} leaves the worker's folder (through a symbolic link)")
+            if target.exists() and not target.is_file():
+                raise PathRefused(f"{path!r} is not a regular file")
+        except OSError as exc:  # a name too long for the filesystem, a symlink loop
+            raise PathRefused(f"{path!r} cannot be used: {exc.strerror or exc}") from None
         return target
 
     def files(self) -> list[EditableFile]:
@@ -356,10 +359,10 @@ def _relative(path: Path, roots: tuple[Path, ...]) -> Path | None:
 
 def _conflict(rel: str, base: str | None, on_disk: str | None) -> str:
     if base is None:
-        return f"{rel} was created on disk since you opened the editor: open it again to see it"
+        return f"{rel} was created on disk since you opened the editor"
     if on_disk is None:
         return f"{rel} was deleted on disk since you opened it"
-    return f"{rel} changed on disk since you opened it: open it again (your text is not saved)"
+    return f"{rel} changed on disk since you opened it"
 
 
 _Stdio = tuple[str, str | None, tuple[str, ...], str | None, tuple[tuple[str, str], ...]]

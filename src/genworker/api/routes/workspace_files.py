@@ -36,7 +36,7 @@ from genworker.workspace.git import Author, GitError, repository_of
 
 __all__ = ["router"]
 
-router = APIRouter(prefix="/api/v1/workers/{worker_id}/files", tags=["workspace files"], responses=error_responses(404))
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["workspace files"], responses=error_responses(404))
 
 Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
@@ -107,7 +107,7 @@ async def _author(request: Request, principal: Principal) -> Author:
     return Author(name, f"{principal.key_id}@{principal.tenant_id}.genworker.invalid")
 
 
-@router.get("", summary="The worker's editable files, each with its version")
+@router.get("/files", summary="The worker's editable files, each with its version")
 async def list_files(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, request: Request) -> Any:
     files = _files(principal, runtime, worker_id)
     found = await asyncio.to_thread(files.files)
@@ -125,7 +125,7 @@ async def list_files(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep, 
 
 
 @router.post(
-    "/validate",
+    "/validate-file",
     summary="Check an edit with the workspace loader: its issues, each with file and line",
     responses=error_responses(422),
 )
@@ -140,7 +140,9 @@ async def validate_file(worker_id: WorkerId, body: CheckBody, principal: Auth, r
     return {"path": body.path, "file": check.rel, "valid": check.valid, "issues": _issues(check)}
 
 
-@router.get("/{file_path:path}", summary="One editable file: its text and version", responses=error_responses(422))
+@router.get(
+    "/files/{file_path:path}", summary="One editable file: its text and version", responses=error_responses(422)
+)
 async def read_file(worker_id: WorkerId, file_path: FilePath, principal: Auth, runtime: RuntimeDep) -> Any:
     files = _files(principal, runtime, worker_id)
     try:
@@ -158,7 +160,7 @@ async def read_file(worker_id: WorkerId, file_path: FilePath, principal: Auth, r
 
 
 @router.put(
-    "/{file_path:path}",
+    "/files/{file_path:path}",
     summary="Save an edit: written only if it loads and the file is unchanged since read; committed to git",
     responses=error_responses(409, 422),
 )

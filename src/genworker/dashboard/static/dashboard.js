@@ -1,6 +1,6 @@
 // genworker console: plain DOM, no build step, no third-party code. Pages are hash routes (#/, #/usage,
-// #/health, #/workers/{w}, #/workers/{w}/usage, #/workers/{w}/runs/{run}); each reads one tenant-scoped
-// JSON route. Every text goes through textContent (never innerHTML).
+// #/health, #/workers/{w}, #/workers/{w}/usage, #/workers/{w}/runs/{run}, #/workers/{w}/edit in editor.js);
+// each reads one tenant-scoped JSON route. Every text goes through textContent (never innerHTML).
 "use strict";
 
 // `epoch` changes at every log in and log out: a response that arrives later for an older session
@@ -99,6 +99,7 @@ async function api(path, options = {}) {
     const message = body && body.error ? body.error.message : `HTTP ${response.status}`;
     const error = new Error(message);
     error.status = response.status;
+    error.body = body;
     throw error;
   }
   return body;
@@ -223,6 +224,7 @@ function route() {
   if (parts.length === 1 && parts[0] === "health") return { view: "health" };
   if (parts[0] === "workers" && parts.length === 2) return { view: "worker", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "usage") return { view: "usage", worker: parts[1] };
+  if (parts[0] === "workers" && parts.length === 3 && parts[2] === "edit") return { view: "edit", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 4 && parts[2] === "runs") return { view: "run", worker: parts[1], run: parts[3] };
   return { view: "missing" };
 }
@@ -244,6 +246,7 @@ function showRoute() {
   if (r.view === "run") crumbs.push(el("span", { text: "Run" }));
   if (r.view === "usage") crumbs.push(el("span", { text: "Usage" }));
   if (r.view === "health") crumbs.push(el("span", { text: "Workspace health" }));
+  if (r.view === "edit") crumbs.push(el("span", { text: "Edit files" }));
   $("#crumbs").replaceChildren(...crumbs.flatMap((c, i) => (i ? [" › ", c] : [c])));
   if (shown === "missing") {
     const why = r.worker ? `This key may not use a worker named “${r.worker}”, or it does not exist.`
@@ -264,6 +267,7 @@ function source(r) {
     case "usage": return `/api/v1/dashboard/usage?days=14${w ? `&worker_id=${w}` : ""}`;
     case "worker": return `/api/v1/workers/${w}/dashboard`;
     case "run": return `/api/v1/workers/${w}/dashboard/runs/${encodeURIComponent(r.run)}`;
+    case "edit": return `/api/v1/workers/${w}/files`;
     default: return null;
   }
 }
@@ -626,6 +630,7 @@ const PAGES = {
     $("#h-worker").textContent = `${name} (${r.worker})`;
     $("#view-worker .worker-head .content").replaceChildren(el("p", {},
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/usage`, text: "Usage charts" }), " · ",
+      el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/edit`, text: "Edit files" }), " · ",
       "Open any run by its id in Tasks or Runs."));
     for (const [blockName, block] of Object.entries(data.blocks)) render(blockName, block);
   },
