@@ -5,6 +5,8 @@ process the next message reaches."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,7 +18,7 @@ from slack_sdk.signature import SignatureVerifier
 from genworker.testing import Reply, When
 from genworker.testing.credentials import SLACK_SIGNING_SECRET
 
-from .conftest import Cluster, until
+from .conftest import ROOT, Cluster, nginx_binary, until
 
 MESSAGES = 100
 WEBHOOK = "/api/v1/channel/demo~analyst~acme-slack/webhook"
@@ -127,3 +129,29 @@ def test_behind_nginx_a_process_goes_by_the_forwarded_client_address(cluster: Cl
     assert remote.status_code == 403, remote.text
     runtime = cluster.client(cluster.processes[0].url).get("/api/v1/debug/runtime").json()
     assert runtime["profile"] == "shared"
+
+
+def test_a_dashboard_login_through_nginx_holds_on_every_process(cluster: Cluster) -> None:
+    """The login's Origin check compares Origin with Host, so nginx must pass Host on as the
+    browser sent it (port included); the session's secret is in the workspace, so any process
+    honours the cookie another process issued."""
+    balancer = cluster.client(cluster.nginx_url)
+    login = balancer.post("/dashboard/login", json={"api_key": cluster.api_key}, headers={"Origin": cluster.nginx_url})
+    assert login.status_code == 200, login.text
+    cookies = dict(login.cookies)
+    for process in cluster.processes:
+        session = httpx.get(process.url + "/dashboard/session", cookies=cookies)
+        assert session.status_code == 200 and session.json()["tenant_id"] == "demo", session.text
+
+
+def test_the_shipped_nginx_conf_is_valid(tmp_path: Path) -> None:
+    """deploy/nginx.conf as a whole (the cluster runs its `location /` block), with the compose
+    service names pointed at loopback, since they resolve only inside the compose network."""
+    conf = (ROOT / "deploy/nginx.conf").read_text(encoding="utf-8")
+    local = re.sub(r"genworker-(\d):8000", r"127.0.0.1:800\1", conf).replace("listen 80;", "listen 127.0.0.1:8080;")
+    (tmp_path / "nginx.conf").write_text(local, encoding="utf-8")
+    checked = subprocess.run(
+        [nginx_binary(), "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf"), "-e", str(tmp_path / "e.log")],
+        capture_output=True, text=True, encoding="utf-8", check=False,
+    )  # fmt: skip
+    assert checked.returncode == 0 and "syntax is ok" in checked.stderr, checked.stderr
