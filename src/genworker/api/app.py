@@ -17,6 +17,7 @@ from genworker.api.openapi import install_openapi
 from genworker.api.ratelimit import Limiter, per_client_and_worker
 from genworker.api.routes import (
     autonomy,
+    channel_test,
     chat,
     dashboard,
     debug,
@@ -105,6 +106,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(duties.router)
     app.include_router(worker_metrics.router)
     app.include_router(im_config_routes.router)
+    app.include_router(channel_test.router)
     app.include_router(channel_reply_routes.router)
     app.include_router(outbox_routes.router)
     app.include_router(dashboard.router)

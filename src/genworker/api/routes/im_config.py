@@ -162,11 +162,12 @@ async def list_adapters(principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     responses=_DELIVERY,
 )
 async def adapter_status(adapter_id: AdapterId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    binding = _own_binding(principal, runtime, adapter_id)
+    binding = own_binding(principal, runtime, adapter_id)
     return runtime.services.delivery.status(binding)
 
 
-def _own_binding(principal: Principal, runtime: Runtime, adapter_id: str) -> ChannelBinding:
+def own_binding(principal: Principal, runtime: Runtime, adapter_id: str) -> ChannelBinding:
+    """The adapter when it is the key's tenant's and its worker one the key may use; else 404 (never 403)."""
     parts = split_adapter_id(adapter_id)
     binding = _channels(runtime).resolve(adapter_id) if parts is not None else None
     if binding is None or binding.tenant_id != principal.tenant_id or not principal.can_use(binding.worker_id):

@@ -1,10 +1,11 @@
 """Reading and editing a worker's CHANNEL_CREDENTIALS.json for the IM configuration API.
 
 Secrets are write-only: `credentials_view` shows each secret field as "set" or "unset" and
-only plain fields (addresses, hosts, ports) as values. `save_credentials` merges a partial
-update into the stored file (a field omitted keeps its stored value, a field or platform set
-to null is removed), validates the whole result with the workspace's credential models, and
-only then replaces the file atomically (0600) under a lock, so a bad update changes nothing.
+only plain fields (addresses, hosts, ports) as values; `credential_fields` says which is which.
+`save_credentials` merges a partial update into the stored file (a field omitted keeps its
+stored value, a field or platform set to null is removed), validates the whole result with the
+workspace's credential models, and only then replaces the file atomically (0600) under a lock,
+so a bad update changes nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from genworker.fsutil import file_lock, write_atomic
 from genworker.workspace.models.credentials import ChannelCredentials
 
-__all__ = ["CREDENTIALS_FILE", "SCHEMA_VERSION", "CredentialsError", "credentials_view", "save_credentials"]
+__all__ = [
+    "CREDENTIALS_FILE",
+    "SCHEMA_VERSION",
+    "CredentialsError",
+    "credential_fields",
+    "credentials_view",
+    "save_credentials",
+]
 
 log = logging.getLogger("genworker.channels")
 
@@ -66,6 +74,22 @@ def credentials_view(credentials: ChannelCredentials | None) -> dict[str, dict[s
                 fields[name] = value
         view[platform] = fields
     return view
+
+
+def credential_fields() -> dict[str, list[dict[str, Any]]]:
+    """Each platform's fields, for a form: name, type, whether it is a secret (write-only) or required."""
+    return {
+        platform: [
+            {
+                "name": name,
+                "type": "integer" if int in (info.annotation, *get_args(info.annotation)) else "string",
+                "secret": _is_secret(info.annotation),
+                "required": info.is_required(),
+            }
+            for name, info in model.model_fields.items()
+        ]
+        for platform, model in _MODELS.items()
+    }
 
 
 def _check_shape(update: Mapping[str, Any]) -> list[str]:

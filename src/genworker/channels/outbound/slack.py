@@ -1,4 +1,4 @@
-"""Slack: chat.postMessage and chat.update with the bot token (Web API, JSON bodies).
+"""Slack: chat.postMessage and chat.update with the bot token (Web API, JSON bodies); auth.test.
 
 Slack answers HTTP 200 with `{"ok": false, "error": ...}` for refusals and HTTP 429 with
 `Retry-After` when rate limited (handled by `VendorHttp`). Messages in a thread carry
@@ -43,6 +43,11 @@ class SlackClient:
         body = {"channel": target.chat_id, "ts": message_id, **_content(outbound)}
         _, attempts = await self._call("chat.update", body)
         return Sent(message_id, attempts)
+
+    async def auth_test(self) -> dict[str, Any]:
+        """`auth.test`: the team and bot user the token belongs to; DeliveryError when Slack refuses it."""
+        data, _ = await self._call("auth.test", {})
+        return data
 
     async def _call(self, method: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
         headers = {"Authorization": f"Bearer {self._token.get_secret_value()}"}
