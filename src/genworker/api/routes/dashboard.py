@@ -40,6 +40,7 @@ _ASSETS = {
     "dashboard.css": "text/css; charset=utf-8",
     "dashboard.js": "text/javascript; charset=utf-8",
     "charts.js": "text/javascript; charset=utf-8",
+    "channels.js": "text/javascript; charset=utf-8",
     "editor.js": "text/javascript; charset=utf-8",
 }
 _PAGE_HEADERS = {

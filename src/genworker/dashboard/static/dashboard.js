@@ -224,6 +224,7 @@ function route() {
   if (parts.length === 1 && parts[0] === "health") return { view: "health" };
   if (parts[0] === "workers" && parts.length === 2) return { view: "worker", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "usage") return { view: "usage", worker: parts[1] };
+  if (parts[0] === "workers" && parts.length === 3 && parts[2] === "channels") return { view: "channels", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "edit") return { view: "edit", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 4 && parts[2] === "runs") return { view: "run", worker: parts[1], run: parts[3] };
   return { view: "missing" };
@@ -245,6 +246,7 @@ function showRoute() {
   if (r.worker) crumbs.push(workerLink(r.worker));
   if (r.view === "run") crumbs.push(el("span", { text: "Run" }));
   if (r.view === "usage") crumbs.push(el("span", { text: "Usage" }));
+  if (r.view === "channels") crumbs.push(el("span", { text: "Channels" }));
   if (r.view === "health") crumbs.push(el("span", { text: "Workspace health" }));
   if (r.view === "edit") crumbs.push(el("span", { text: "Edit files" }));
   $("#crumbs").replaceChildren(...crumbs.flatMap((c, i) => (i ? [" › ", c] : [c])));
@@ -266,6 +268,7 @@ function source(r) {
     case "health": return "/api/v1/dashboard/health";
     case "usage": return `/api/v1/dashboard/usage?days=14${w ? `&worker_id=${w}` : ""}`;
     case "worker": return `/api/v1/workers/${w}/dashboard`;
+    case "channels": return `/api/v1/workers/${w}/im-config/status`;
     case "run": return `/api/v1/workers/${w}/dashboard/runs/${encodeURIComponent(r.run)}`;
     case "edit": return `/api/v1/workers/${w}/files`;
     default: return null;
@@ -630,6 +633,7 @@ const PAGES = {
     $("#h-worker").textContent = `${name} (${r.worker})`;
     $("#view-worker .worker-head .content").replaceChildren(el("p", {},
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/usage`, text: "Usage charts" }), " · ",
+      el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/channels`, text: "Channels" }), " · ",
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/edit`, text: "Edit files" }), " · ",
       "Open any run by its id in Tasks or Runs."));
     for (const [blockName, block] of Object.entries(data.blocks)) render(blockName, block);
