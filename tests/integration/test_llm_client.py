@@ -162,6 +162,8 @@ async def test_a_callback_configured_through_litellm_still_gets_the_whole_respon
         async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
             logged.append(response_obj)
 
+    for copied in ("success_callback", "_async_success_callback", "failure_callback", "_async_failure_callback"):
+        monkeypatch.setattr(litellm, copied, [])  # LiteLLM copies the callback there: not left to later tests
     monkeypatch.setattr(litellm, "callbacks", [Listener()])
     model_server.expect(Reply("hello", prompt_tokens=7, completion_tokens=3))
     completion = await client_for(tmp_path, model_server).complete(LLMCallIntent(Purpose.CHAT), HI)

@@ -4,8 +4,9 @@ Fallback runs reasoning -> strong -> standard -> fast over the configured groups
 429, 5xx, timeouts and connection errors — before the first streamed token only; after
 it, a failure is an error of this call. Every call produces one `LLMCallRecord`.
 
-LiteLLM is imported when a configured client is built (llm/loader.py), not with this module;
-token counting does not need it (llm/tokenizer.py).
+How a call reaches a group's deployment is llm/groups.py's. LiteLLM is imported when a configured
+client is built (llm/loader.py), not with this module; token counting does not need it
+(llm/tokenizer.py).
 """
 
 from __future__ import annotations
@@ -17,17 +18,14 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from genworker.llm.config_source import ModelConfig, ModelConfigState
 from genworker.llm.errors import ContextOverflowError, ModelNotConfiguredError, ProviderError, ProviderErrorKind
+from genworker.llm.groups import ModelGroups, rest_of_stream
 from genworker.llm.intent import LLMCallIntent, Tier
-from genworker.llm.loader import load_litellm
 from genworker.llm.routing_policy import TableRoutingPolicy
 from genworker.observability.metrics import record_llm_call
-
-if TYPE_CHECKING:
-    from litellm.router import Router
 
 __all__ = [
     "Completion",
@@ -195,20 +193,20 @@ class LLMClient:
         self.config = config
         self.policy = policy or TableRoutingPolicy()
         self.recorder = recorder
-        self._router: Router | None = None
+        self._groups: ModelGroups | None = None
         if config.state.configured:
             try:
-                self._router = _router(config)
+                self._groups = ModelGroups(config.model_list)
             except Exception as exc:  # LiteLLM refuses the model list (e.g. an unknown provider)
                 reason = f"{config.state.source}: LiteLLM rejected the model configuration: {exc}"
                 self.config = replace(config, state=ModelConfigState(False, config.state.source, reason, error=True))
 
     @property
     def configured(self) -> bool:
-        return self._router is not None
+        return self._groups is not None
 
-    def _groups(self, intent: LLMCallIntent) -> tuple[Tier, list[str]]:
-        if self._router is None:
+    def _chain(self, intent: LLMCallIntent) -> tuple[Tier, list[str]]:
+        if self._groups is None:
             raise ModelNotConfiguredError(self.config.state.reason)
         tier = self.policy.tier_for(intent)
         chain = [t for t in self.policy.chain_from(tier) if t in self.config.tier_groups]
@@ -240,8 +238,8 @@ class LLMClient:
         *,
         tool_choice: Mapping[str, Any] | None = None,  # e.g. force one function
     ) -> AsyncIterator[StreamEvent]:
-        tier, groups = self._groups(intent)
-        assert self._router is not None
+        tier, groups = self._chain(intent)
+        assert self._groups is not None
         failed: list[str] = []
         kwargs: dict[str, Any] = {"messages": list(messages), "stream": True, "stream_options": {"include_usage": True}}
         kwargs["timeout"] = self.config.timeout_s
@@ -252,7 +250,7 @@ class LLMClient:
         for group in groups:
             started = time.perf_counter()
             try:
-                response = await self._router.acompletion(model=group, **kwargs)
+                response = await self._groups.open(group, kwargs)
                 iterator = response.__aiter__()
                 first = await iterator.__anext__()
             except StopAsyncIteration:
@@ -269,7 +267,7 @@ class LLMClient:
             acc = _Accumulator()
             whole = _litellm_listens()
             try:
-                async for event in _read(first, iterator, acc, whole=whole):
+                async for event in _read(response, first, iterator, acc, whole=whole):
                     yield event
             except Exception as exc:
                 log.warning("model group %r: the stream broke: %s", group, _brief(exc))
@@ -277,7 +275,7 @@ class LLMClient:
                 raise ProviderError(
                     self._kind(exc) or "other", f"the model stream broke: {exc}", tried=(*failed, group)
                 ) from exc
-            if acc.ended and not whole:
+            if acc.finished and not whole:
                 await _close(response)
             record = self._record(intent, tier, group, started, failed, acc=acc)
             yield StreamDone(Completion("".join(acc.text), acc.tool_calls(), acc.finish_reason, record))
@@ -352,14 +350,6 @@ class LLMClient:
         return record
 
 
-def _router(config: ModelConfig) -> Router:
-    load_litellm()
-    from litellm.router import Router
-
-    router: Router = Router(model_list=[dict(m) for m in config.model_list], num_retries=0, disable_cooldowns=True)
-    return router
-
-
 def _litellm_listens() -> bool:
     """Whether success callbacks are configured through LiteLLM's own settings: they are given the
     whole response only when its stream is read to the end."""
@@ -369,14 +359,21 @@ def _litellm_listens() -> bool:
 
 
 async def _read(
-    first: Any, iterator: AsyncIterator[Any], acc: _Accumulator, *, whole: bool
+    response: Any, first: Any, iterator: AsyncIterator[Any], acc: _Accumulator, *, whole: bool
 ) -> AsyncIterator[StreamEvent]:
     """The stream's events, read to its end (`whole`) or up to the chunk that leaves nothing the call
-    needs (`acc.ended`)."""
+    needs (`acc.ended`); past the finish reason, from the provider's stream where LiteLLM's wrapper
+    lets it (`rest_of_stream`)."""
     for chunk in (first,) if first is not None else ():
         for event in acc.add(chunk):
             yield event
     while whole or not acc.ended:
+        rest = rest_of_stream(response) if acc.finished and not whole else None
+        if rest is not None:
+            async for chunk in rest:
+                for event in acc.add(chunk):
+                    yield event
+            return
         try:
             chunk = await anext(iterator)
         except StopAsyncIteration:
@@ -386,11 +383,10 @@ async def _read(
 
 
 async def _close(response: Any) -> None:
-    """Close a stream that has given everything: asked for one more item, LiteLLM's wrapper would
-    assemble the whole response a second time (`stream_chunk_builder`, in a worker thread) and start
-    its success logging, about 2-3 ms per call on the P1 bench and more the longer the answer.
-    genworker keeps its own record of the call and reads nothing LiteLLM logs (unless callbacks
-    are configured through LiteLLM's settings: the stream is then read to its end). The provider's
+    """Close a stream that has given everything, without asking LiteLLM's wrapper for one more item:
+    it would assemble the whole response a second time, price it and start its success logging.
+    genworker keeps its own record of the call and reads nothing LiteLLM logs (unless callbacks are
+    configured through LiteLLM's settings: the stream is then read to its end). The provider's
     response has been read to its end, so its connection goes back to the pool; the Router's wrapper
     reports nothing for a stream closed early (its `_areported`)."""
     aclose = getattr(response, "aclose", None)
