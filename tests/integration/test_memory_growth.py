@@ -112,6 +112,17 @@ def test_the_workspace_sweep_consolidates_every_worker(service: MemoryService, t
     assert (reports[("acme", "alice")].summaries, reports[("acme", "alice")].archived) == (1, 6)
 
 
+def test_the_workspace_sweep_leaves_workers_another_process_owns(service: MemoryService, tmp_path: Path) -> None:
+    for worker in ("alice", "bob"):
+        owner = service.worker("acme", worker)
+        for n in range(6):
+            owner.write(old_episode(n, datetime(2026, 1, 2 + n, tzinfo=UTC)))
+    service.close()
+    reports = consolidate_workspace(tmp_path, now=NOW, only=lambda tenant, worker: worker == "bob")
+    assert list(reports) == [("acme", "bob")]
+    assert not (tmp_path / "tenants/acme/workers/alice/memory/archive").exists()
+
+
 def test_the_runtime_consolidates_on_its_schedule(small_workspace: Callable[..., Path], tmp_path: Path) -> None:
     workspace = small_workspace({"acme": ["alice"]})
     seeded = MemoryService(workspace)

@@ -256,10 +256,10 @@ def test_the_server_process_freezes_its_start_up_objects_out_of_the_collector(
 def test_start_up_loads_the_tokenizer_in_a_worker_thread_before_serving(
     tmp_path: Path, small_workspace: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Otherwise the first turn loads it on the event loop (about 250 ms, every other request stalled)."""
+    """Otherwise the first turn loads it on the event loop (every other request stalled meanwhile)."""
     import asyncio
 
-    from genworker.runtime import composition
+    from genworker.runtime import assembly
 
     loaded: list[str] = []
 
@@ -270,7 +270,7 @@ def test_start_up_loads_the_tokenizer_in_a_worker_thread_before_serving(
         except RuntimeError:
             loaded.append("in a worker thread")
 
-    monkeypatch.setattr(composition, "load_tokenizer", load)
+    monkeypatch.setattr(assembly, "load_tokenizer", load)
     with serve(tmp_path, small_workspace(), **MODEL) as client:
         assert loaded == ["in a worker thread"]  # and done before the first request
         assert client.get("/readiness").status_code == 200

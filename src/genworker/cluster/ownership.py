@@ -160,12 +160,13 @@ class Ownership:
         """Refresh the live set, claim every worker this instance owns and give up the rest; the keys
         held now. While Redis cannot be reached nothing is held (no process can prove it owns a
         worker then), and the error is logged."""
+        pairs = set(workers)  # an iterable read once
         try:
             await self.refresh()
-            wanted = {worker_key(t, w) for t, w in workers}
+            wanted = {worker_key(t, w) for t, w in pairs}
             for key in sorted(self._held - wanted):  # a worker that was removed
                 await self._give_up(key)
-            for tenant_id, worker_id in sorted({(t, w) for t, w in workers}):
+            for tenant_id, worker_id in sorted(pairs):
                 await self.claim(tenant_id, worker_id)
         except RedisError as exc:
             if self._held:

@@ -323,7 +323,7 @@ async def briefs(ctx: BlockContext) -> dict[str, Any]:
         asyncio.to_thread(store.list, ctx.tenant_id, ctx.worker_id, 5),
         asyncio.to_thread(store.pending, ctx.tenant_id, ctx.worker_id),
     )
-    jobs = service.jobs() if callable(getattr(service, "jobs", None)) else {}
+    jobs = service.jobs()
     nxt = next(
         (
             getattr(j, "next_run_time", None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -94,14 +95,17 @@ def consolidate_workspace(
     min_group: int = 5,
     max_active: int | None = 5_000,
     now: datetime | None = None,
+    only: Callable[[str, str], bool] | None = None,
 ) -> dict[tuple[str, str], ConsolidationReport]:
-    """`consolidate` for every worker with episodes (what a nightly schedule calls); a worker that
-    fails is logged and skipped, the others go on."""
+    """`consolidate` for every worker with episodes (what a nightly schedule calls), or those
+    `only(tenant_id, worker_id)` accepts; a worker that fails is logged and skipped, the others go on."""
     reports: dict[tuple[str, str], ConsolidationReport] = {}
     for folder in sorted(root.glob("tenants/*/workers/*/memory/episodes")):
         worker_dir = folder.parent.parent
         tenant_id, worker_id = worker_dir.parent.parent.name, worker_dir.name
         if not (ID_PATTERN.fullmatch(tenant_id) and ID_PATTERN.fullmatch(worker_id)):
+            continue
+        if only is not None and not only(tenant_id, worker_id):
             continue
         owner = OwnerMemory(folder.parent, worker_dir / "runtime")
         try:

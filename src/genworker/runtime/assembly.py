@@ -58,12 +58,14 @@ from genworker.channels.ingest import Channels, build_channels, redelivery_polic
 from genworker.channels.longconn import LongConnections, build_long_connections, stop_long_connections
 from genworker.channels.outbound import ChannelDelivery, VendorEndpoints
 from genworker.channels.registry import ChannelRegistry
+from genworker.cluster.ownership import Ownership, RedisLiveInstances
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.delivery.outbox import Outbox, outbox_events
 from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory, turns_running
 from genworker.llm.client import LLMClient
 from genworker.memory import MemoryConfig, MemoryService
 from genworker.observability.status import ComponentRuntimeStatus
+from genworker.runtime.scope import AutonomyScope
 from genworker.settings import Settings
 from genworker.tools.environment import ToolRuntime, undo_events
 from genworker.worker.confirmations.reminders import ConfirmationReminders
@@ -75,6 +77,7 @@ from genworker.worker.engine_runs import checkpoint_stores
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
 from genworker.worker.handoff import HandOffs
 from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.lifecycle.leases import REDIS_PREFIX as INSTANCE_PREFIX
 from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
 from genworker.worker.router import WorkerRouter
 from genworker.worker.service import ServiceDesk
@@ -101,7 +104,9 @@ class Loaded(Protocol):
 
     async def hold_lease(self, leases: InstanceLeases, router: WorkerRouter, stop: asyncio.Event) -> None: ...
 
-    async def consolidate_memory(self, memory: MemoryService, stop: asyncio.Event) -> None: ...
+    async def consolidate_memory(self, memory: MemoryService, scope: AutonomyScope, stop: asyncio.Event) -> None: ...
+
+    async def follow_ownership(self, scope: AutonomyScope, interval_s: float, stop: asyncio.Event) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +136,7 @@ class Services:
     channels: Channels  # the IM webhooks' ingress: journal, processor
     long_connections: LongConnections  # Slack Socket Mode, Feishu/Lark ws, DingTalk Stream
     sensors: SensorRegistry
+    scope: AutonomyScope  # the workers whose heartbeat, sensors, duties and briefs run in this process
 
 
 def spawn(stack: AsyncExitStack, name: str, run: Callable[[asyncio.Event], Awaitable[None]]) -> asyncio.Task[None]:
@@ -232,7 +238,12 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     feedback = FeedbackStore(root)
     command_backend = AutonomyCommandBackend(router, suggestions, feedback, goals, waiting=waiting)
     briefs.confirmations, briefs.suggestions = command_backend.confirmations, command_backend.suggestions
-    lifecycle = _lifecycle(runtime, router, goals, suggestions, inbox, bus, briefs)
+    # each worker's autonomy runs in one process: here all of them, or in the shared profile those
+    # whose claim this process holds (given up after the schedulers below have stopped)
+    scope = AutonomyScope(registry, _ownership(aredis, leases))
+    await scope.beat()
+    stack.push_async_callback(scope.release)
+    lifecycle = _lifecycle(runtime, router, goals, suggestions, inbox, bus, briefs, scope)
 
     await outbox.start(alive=leases.alive)  # what a stopped process left is picked up
     stack.push_async_callback(outbox.stop)
@@ -255,7 +266,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     long_connections = build_long_connections(settings, runtime.components, channels, leases.instance_id, aredis)
     stack.push_async_callback(stop_long_connections, long_connections)
 
-    workers = registry.workers()
+    workers = scope.workers()
     await heartbeat.start(workers)
     stack.push_async_callback(heartbeat.stop)
     await duties.start(workers)
@@ -265,14 +276,18 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     await briefs.start(workers)
     stack.push_async_callback(briefs.stop)
     # first plans a stopped process left mid-resume or mid-cancel
-    await waiting.recover(((w.tenant_id, w.worker_id) for w in workers), leases.alive)
+    everyone = registry.workers()
+    await waiting.recover(((w.tenant_id, w.worker_id) for w in everyone), leases.alive)
     await waiting.start()
     stack.push_async_callback(waiting.stop)
     if memory.config.enabled:
-        spawn(stack, "memory", partial(runtime.consolidate_memory, memory))
+        spawn(stack, "memory", partial(runtime.consolidate_memory, memory, scope))
     sensors = SensorRegistry(root, inbox)
     stack.push_async_callback(sensors.stop)
     await sensors.sync(workers)
+    if scope.shared:  # workers move here when their owner stops, and away when a process joins
+        interval_s = leases.ttl.total_seconds() / 3
+        spawn(stack, "worker-ownership", partial(runtime.follow_ownership, scope, interval_s))
     await tokenizer  # ready only once the first turn will not load it on the loop
     return Services(
         leases=leases,
@@ -298,6 +313,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         channels=channels,
         long_connections=long_connections,
         sensors=sensors,
+        scope=scope,
     )
 
 
@@ -357,6 +373,7 @@ def _lifecycle(
     inbox: InboxStore,
     bus: EventBus,
     briefs: BriefService,
+    scope: AutonomyScope,
 ) -> LifecycleJobs:
     """Goal progress (each completed run judged against its goal task), suggestion detection, and
     confirmation notices within the briefs' interruption budget, with their reminders."""
@@ -378,7 +395,7 @@ def _lifecycle(
     router.tasks.on_completed.append(projector.after_run)
     checker = GoalProgressChecker(goals, projector, bus=bus, inbox=inbox, threshold=settings.deviation_threshold)
     return LifecycleJobs(
-        registry.workers,
+        scope.workers,  # goal checks and reminders for the workers whose autonomy runs here
         settings,
         checker=checker,
         reminders=ConfirmationReminders(
@@ -406,6 +423,13 @@ async def _bus_and_inbox(
     bus = InProcessEventBus()
     stack.push_async_callback(bus.close)
     return bus, FileInboxStore(root, bus=bus)
+
+
+def _ownership(aredis: aioredis.Redis | None, leases: InstanceLeases) -> Ownership | None:
+    """In the shared profile, worker ownership over the live instance leases; None in one process."""
+    if aredis is None:
+        return None
+    return Ownership(aredis, leases.instance_id, RedisLiveInstances(aredis, INSTANCE_PREFIX), ttl=leases.ttl)
 
 
 def _instance_leases(client: redis.Redis | None, root: Path) -> InstanceLeases:

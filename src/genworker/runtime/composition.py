@@ -29,6 +29,7 @@ from genworker.memory import MemoryService
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.assembly import Services, assemble, spawn
+from genworker.runtime.scope import AutonomyScope
 from genworker.settings import Settings
 from genworker.tools.environment import ToolRuntime, WorkerLookup, undo_max_late_s
 from genworker.worker.lifecycle.leases import InstanceLeases
@@ -109,9 +110,10 @@ class Runtime:
             if self.redis is not None:
                 await asyncio.to_thread(self.redis.close)
 
-    async def consolidate_memory(self, memory: MemoryService, stop: asyncio.Event) -> None:
+    async def consolidate_memory(self, memory: MemoryService, scope: AutonomyScope, stop: asyncio.Event) -> None:
         """Fold old episodes into summaries (originals archived) every `consolidate_every_s`, so each
-        worker's active memory stays bounded; the first pass runs one interval after start."""
+        worker's active memory stays bounded; the first pass runs one interval after start. Only the
+        workers whose autonomy runs in this process (`scope`): two processes never fold one's."""
         config = memory.config
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -120,7 +122,9 @@ class Runtime:
                 return
             older = timedelta(days=config.consolidate_after_days)
             try:
-                reports = await asyncio.to_thread(consolidate_workspace, self.registry.root, older_than=older)
+                reports = await asyncio.to_thread(
+                    consolidate_workspace, self.registry.root, older_than=older, only=scope.runs_here
+                )
             except Exception:  # housekeeping never takes the runtime down; next pass tries again
                 log.exception("[Memory] consolidation failed")
                 continue
@@ -178,21 +182,45 @@ class Runtime:
         services = self._services
         if services is None:  # a reload racing start-up or shutdown: start() reads the registry anyway
             return
-        workers = self.registry.workers()
-        services.heartbeat.sync(workers)
-        services.duties.sync(workers)
-        services.briefs.sync(workers)
+        self._follow(services)
         services.long_connections.sync()
         task = asyncio.get_running_loop().create_task(self._refresh_tools(services), name=f"tools:{outcome.target}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _follow(self, services: Services) -> None:
+        """Schedules, the heartbeat and briefs follow the workers whose autonomy runs here."""
+        workers = services.scope.workers()
+        services.heartbeat.sync(workers)
+        services.duties.sync(workers)
+        services.briefs.sync(workers)
 
     async def _refresh_tools(self, services: Services) -> None:
         """MCP servers and sensors follow the reloaded configuration (only changed ones restart)."""
         await self.tools.start(
             (state.tenant, worker) for state in self.registry.tenants() for worker in state.workers.values()
         )
-        await services.sensors.sync(self.registry.workers())
+        await services.sensors.sync(services.scope.workers())
+
+    async def follow_ownership(self, scope: AutonomyScope, interval_s: float, stop: asyncio.Event) -> None:
+        """Shared profile: every `interval_s`, refresh which workers' autonomy runs here, and move
+        their heartbeat, sensors, duty schedules and briefs when that changed (a process stopped,
+        died or joined). A failed beat is retried at the next one."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), interval_s)
+            if stop.is_set():
+                return
+            await self.beat_ownership(scope)
+
+    async def beat_ownership(self, scope: AutonomyScope) -> None:
+        """One ownership beat (the loop's step; tests call it to move workers without waiting)."""
+        try:
+            if await scope.beat() and self._services is not None:
+                self._follow(self._services)
+                await self._services.sensors.sync(scope.workers())
+        except Exception:  # Redis hiccuped: the next beat tries again
+            log.exception("[Runtime] worker ownership beat failed")
 
     async def _watch(self, watcher: WorkspaceWatcher, stop: asyncio.Event) -> None:
         try:
@@ -298,6 +326,7 @@ class Runtime:
             "settings_warnings": list(self.settings.warnings),
             "workspace": self.registry.describe(),
             "sensors": self._services.sensors.describe() if self._services is not None else {},
+            "autonomy_scope": self._services.scope.describe() if self._services is not None else {},
         }
 
     def summary_line(self) -> str:
