@@ -104,6 +104,7 @@ ROUTES = [
     ("POST", "/api/v1/channel/{adapter_id}/interactivity"),
     ("POST", "/api/v1/channel/{adapter_id}/slash"),
     ("GET", "/api/v1/channel/{adapter_id}/status"),
+    ("POST", "/api/v1/channel/{adapter_id}/test"),
     ("GET", "/api/v1/chat/{thread_id}/tasks"),
     ("GET", "/api/v1/chat/{thread_id}/queue"),
     ("GET", "/api/v1/workers/{worker_id}/runs"),
