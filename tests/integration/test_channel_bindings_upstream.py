@@ -58,7 +58,8 @@ async def test_the_dashboard_shows_a_long_connection_binding_degraded(registry: 
     processor = SimpleNamespace(replier=None, undelivered=_nothing_owed, needs_attention=_nothing_owed)
     not_connected = SimpleNamespace(state=lambda adapter_id: None)
     channels = SimpleNamespace(registry=registry, processor=processor)
-    runtime = SimpleNamespace(services=SimpleNamespace(channels=channels, long_connections=not_connected), components={})
+    services = SimpleNamespace(channels=channels, long_connections=not_connected)
+    runtime = SimpleNamespace(services=services, components={})
     block = await channels_block(SimpleNamespace(runtime=runtime, tenant_id="acme", worker_id="w"))  # type: ignore[arg-type]
     listed = {c["adapter_id"]: (c["status"], c["note"]) for c in block["channels"]}
     assert listed["acme~w~slack"][0] == "degraded" and "slack.app_token" in listed["acme~w~slack"][1]

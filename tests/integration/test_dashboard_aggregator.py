@@ -15,9 +15,6 @@ from fastapi.testclient import TestClient
 
 from genworker.api.app import create_app
 from genworker.auth import ApiKeyStore, Principal
-from genworker.autonomy.command_backend import AutonomyCommandBackend
-from genworker.autonomy.goals import GoalAggregate
-from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
 from genworker.autonomy.suggestions.store import SuggestionStore
 from genworker.dashboard import Block, BlockContext, BlockUnavailable, DashboardAggregator, default_aggregator
 from genworker.runtime.composition import Runtime, build_runtime

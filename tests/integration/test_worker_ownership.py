@@ -67,7 +67,7 @@ async def test_each_worker_runs_in_one_process_and_moves_when_that_process_stops
         assert {f"acme/{w}" for w in WORKERS} == first.services.scope.ownership.held | (  # type: ignore[union-attr]
             second.services.scope.ownership.held  # type: ignore[union-attr]
         )
-        assert not first.services.scope.workers() == second.services.scope.workers()
+        assert first.services.scope.workers() != second.services.scope.workers()
     except BaseException:
         await second.stop()
         raise
