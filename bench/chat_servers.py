@@ -1,13 +1,16 @@
-"""Servers for bench/chat_http.py, each run in its own process:
+"""Servers for bench/chat_http.py and bench/scaling.py, each run in its own process:
 
 model     an OpenAI-compatible stub that always answers instantly: a tool call when the last
           message is the user's, a final text when it is a tool result. `GET /captured` gives the
-          last request that opened a turn (messages and tools), so the baseline can send the same
+          last request that opened a turn (messages and tools), so the bare endpoints can send the
+          same
 baseline  a bare FastAPI endpoint making the same two LiteLLM calls and streaming the text: the
           messages (system prompt, user turn) and tool list genworker sent, read once from the
           file the bench writes from `/captured`; with `close-early` as its last argument, it
-          closes each stream once the finish reason and the usage came, as genworker's LLMClient
-          does (src/genworker/llm/client.py), instead of reading it to its end
+          closes each stream once the finish reason and the usage came instead of reading it to
+          its end
+openai    the same endpoint making the same two calls with the `openai` client instead of LiteLLM:
+          how far the two calls' own cost is from the plain HTTP client's
 """
 
 from __future__ import annotations
@@ -90,10 +93,9 @@ def model_app() -> Any:
     )
 
 
-def baseline_app(model_base: str, notes: Path, calls: Path, close_early: bool = False) -> Any:
-    from fastapi import FastAPI
+def litellm_completion(model_base: str, close_early: bool) -> Any:
+    """The bare endpoints' model call through a LiteLLM Router, as the issue specified them."""
     from litellm.router import Router
-    from sse_starlette import EventSourceResponse
 
     router = Router(
         model_list=[
@@ -105,8 +107,6 @@ def baseline_app(model_base: str, notes: Path, calls: Path, close_early: bool = 
         num_retries=0,
         disable_cooldowns=True,
     )
-    turn: dict[str, Any] = {}  # genworker's first call of a turn: {"messages": [...], "tools": [...]}
-    app = FastAPI()
     options = {"stream": True, "stream_options": {"include_usage": True}, "timeout": 60.0}
 
     async def completion(messages: list[dict[str, Any]], tools: Any) -> Any:
@@ -119,6 +119,34 @@ def baseline_app(model_base: str, notes: Path, calls: Path, close_early: bool = 
             if close_early and finished and counted:
                 await stream.aclose()
                 return
+
+    return completion
+
+
+def openai_completion(model_base: str) -> Any:
+    """The same call with the `openai` client (its stream ends at the provider's `[DONE]`)."""
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=model_base, api_key="k", max_retries=0, timeout=60.0)
+
+    async def completion(messages: list[dict[str, Any]], tools: Any) -> Any:
+        stream = await client.chat.completions.create(
+            model="bench", messages=messages, tools=tools, stream=True, stream_options={"include_usage": True}
+        )
+        async for c in stream:
+            yield c
+
+    return completion
+
+
+def chat_app(completion: Any, notes: Path, calls: Path) -> Any:
+    """A bare chat endpoint: the captured turn's first call, the tool (the note read), the second call
+    streamed as text."""
+    from fastapi import FastAPI
+    from sse_starlette import EventSourceResponse
+
+    turn: dict[str, Any] = {}  # genworker's first call of a turn: {"messages": [...], "tools": [...]}
+    app = FastAPI()
 
     @app.post("/chat")
     async def chat(body: dict[str, Any]) -> EventSourceResponse:  # parsed, as genworker parses its body
@@ -167,5 +195,13 @@ if __name__ == "__main__":
     if kind == "model":
         app = model_app()
     else:
-        app = baseline_app(sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5]), sys.argv[6:] == ["close-early"])
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+        base, notes, calls = sys.argv[3], Path(sys.argv[4]), Path(sys.argv[5])
+        if kind == "openai":
+            completion = openai_completion(base)
+        else:
+            completion = litellm_completion(base, close_early=sys.argv[6:] == ["close-early"])
+        app = chat_app(completion, notes, calls)
+    # The stub keeps idle connections for the whole run: a server reusing one as the stub closes it
+    # (uvicorn's default is 5 s, shorter than a round of the other servers) would get a read error.
+    keep_alive = 3600 if kind == "model" else 5
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", timeout_keep_alive=keep_alive)

@@ -24,6 +24,7 @@ from genworker.engine.dispatcher import EngineDispatcher
 from genworker.engine.events import EngineEvent
 from genworker.llm.client import LLMClient
 from genworker.llm.config_source import load_model_config
+from genworker.llm.intent import Tier
 from genworker.settings import load_settings
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply
 from genworker.tools.audit import MemoryAuditSink
@@ -78,10 +79,10 @@ async def ours(llm: LLMClient, pipeline: ToolPipeline, scope: ToolScope, skill: 
     assert result.status == "completed", result
 
 
-async def baseline(router: Any) -> None:
+async def baseline(router: Any, group: str) -> None:
     messages: list[dict[str, Any]] = [{"role": "user", "content": "2+3?"}]
     calls: dict[int, dict[str, str]] = {}
-    response = await router.acompletion(model="standard", messages=messages, tools=TOOLS, **SAME_KWARGS)
+    response = await router.acompletion(model=group, messages=messages, tools=TOOLS, **SAME_KWARGS)
     async for chunk in response:
         for delta_call in chunk.choices[0].delta.tool_calls or () if chunk.choices else ():
             slot = calls.setdefault(delta_call.index, {"id": "", "name": "", "arguments": ""})
@@ -105,7 +106,7 @@ async def baseline(router: Any) -> None:
         {"role": "tool", "tool_call_id": call["id"], "content": str(result)},
     ]
     text = ""
-    response = await router.acompletion(model="standard", messages=messages, tools=TOOLS, **SAME_KWARGS)
+    response = await router.acompletion(model=group, messages=messages, tools=TOOLS, **SAME_KWARGS)
     async for chunk in response:
         if chunk.choices and chunk.choices[0].delta.content:
             text += chunk.choices[0].delta.content
@@ -120,7 +121,10 @@ async def measure(turns: int, rounds: int) -> dict[str, Any]:
             "GENWORKER_LLM_API_KEY": "k",
         }
         llm = LLMClient(load_model_config(load_settings(Path(tmp), env)))
-        router = llm._router  # the very same LiteLLM Router, so both sides share its set-up
+        from litellm.router import Router  # loaded by the client above
+
+        router = Router(model_list=[dict(m) for m in llm.config.model_list], num_retries=0, disable_cooldowns=True)
+        group = llm.config.tier_groups[Tier.STANDARD]  # what a chat turn's calls go to
         pipeline = ToolPipeline([add], audit=MemoryAuditSink())
         scope = ToolScope("bench", "w", "bench", Path(tmp), trust_level=2)
         spec = SkillSpec.model_validate({"name": "bench", "description": "d"})
@@ -128,10 +132,10 @@ async def measure(turns: int, rounds: int) -> dict[str, Any]:
         script(server, 20)  # warm-up
         for _ in range(10):
             await ours(llm, pipeline, scope, skill)
-            await baseline(router)
+            await baseline(router, group)
         samples: dict[str, list[float]] = {"ours": [], "baseline": []}
         for round_no in range(rounds):
-            order = [("ours", ours, (llm, pipeline, scope, skill)), ("baseline", baseline, (router,))]
+            order = [("ours", ours, (llm, pipeline, scope, skill)), ("baseline", baseline, (router, group))]
             if round_no % 2:
                 order.reverse()
             for name, fn, args in order:
