@@ -165,6 +165,11 @@ ROUTES = [
     ("POST", "/api/v1/workers/{worker_id}/validate-file"),
     ("GET", "/api/v1/workers/{worker_id}/files/{file_path}"),
     ("PUT", "/api/v1/workers/{worker_id}/files/{file_path}"),
+    ("GET", "/api/v1/conflicts/{conflict_id}"),
+    ("POST", "/api/v1/conflicts/{conflict_id}/resolve"),
+    ("POST", "/api/v1/workers/{worker_id}/plans"),
+    ("GET", "/api/v1/workers/{worker_id}/plans/{plan_id}"),
+    ("POST", "/api/v1/workers/{worker_id}/plans/{plan_id}/finish"),
 ]
 INVALID = {
     "too-long": "x" * 300,

@@ -89,6 +89,17 @@ class RecordingBackend:
     async def resume_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]:
         return self._wait("resume_wait", plan_id, by)
 
+    async def conflicts(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        return [{"id": "cc_1", "resource_key": "github:issue:42", "detail": "plans a and b both change it"}]
+
+    async def resolve_conflict(
+        self, tenant_id: str, worker_id: str, conflict_id: str, decision: str, by: str
+    ) -> dict[str, Any]:
+        if conflict_id == "cc_done":
+            raise ValueError("conflict cc_done is already resolved (proceed)")
+        self.calls.append(("conflict", conflict_id, decision, by))
+        return {"id": conflict_id, "decision": decision}
+
     def _wait(self, action: str, plan_id: str, by: str) -> dict[str, Any]:
         if plan_id == "wait_gone":
             raise LookupError(plan_id)
@@ -183,12 +194,32 @@ def test_wait_commands_are_for_approvers(worker: Worker) -> None:
     ]
     assert run("/cancel_wait wait_1", "U_LEAD", worker, backend) == "Wait wait_1 cancelled."
     assert run("/resume_wait wait_2", "U_BOSS", worker, backend) == "Wait wait_2 resumed: its work continues now."
-    assert "No item with id 'wait_gone'; see /confirmations, /suggestions, /deferred or /waits." in run(
+    assert "No item with id 'wait_gone'; see /confirmations, /suggestions, /deferred, /waits or /conflicts." in run(
         "/cancel_wait wait_gone", "U_BOSS", worker, backend
     )
     assert "Cannot do that: plan wait_done is done" in run("/resume_wait wait_done", "U_BOSS", worker, backend)
     assert run("/cancel_wait", "U_BOSS", worker, backend).startswith("Usage: /cancel_wait <id>")
     assert backend.calls == [("cancel_wait", "wait_1", "slack:U_LEAD"), ("resume_wait", "wait_2", "slack:U_BOSS")]
+
+
+def test_conflict_commands_are_for_approvers(worker: Worker) -> None:
+    backend = RecordingBackend()
+    for text in ("/conflicts", "/resolve_conflict cc_1 proceed"):
+        assert "only this worker's owner" in run(text, "U_PEER", worker, backend)
+    assert run("/conflicts", "U_BOSS", worker, backend).splitlines() == [
+        "Conflicts waiting for you (1):",
+        "- cc_1: plans a and b both change it",
+    ]
+    assert run("/resolve_conflict cc_1 proceed", "U_BOSS", worker, backend) == "Conflict cc_1 settled: it proceeds."
+    assert run("/resolve_conflict cc_2 drop", "U_LEAD", worker, backend) == "Conflict cc_2 dropped."
+    assert run("/resolve_conflict cc_3 maybe", "U_BOSS", worker, backend).startswith("Usage: /resolve_conflict <id>")
+    assert "Cannot do that: conflict cc_done is already resolved" in run(
+        "/resolve_conflict cc_done drop", "U_BOSS", worker, backend
+    )
+    assert backend.calls == [
+        ("conflict", "cc_1", "proceed", "slack:U_BOSS"),
+        ("conflict", "cc_2", "drop", "slack:U_LEAD"),
+    ]
 
 
 def test_open_commands(worker: Worker) -> None:

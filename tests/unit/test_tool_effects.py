@@ -144,8 +144,19 @@ def test_table_lookup() -> None:
         ("t: {effect: read, risk: low}\n", ("t.risk", "Extra inputs are not permitted")),
         ("t: {requires_approval: 'yes'}\n", ("t.requires_approval", "Input should be a valid boolean")),
         ("t: {risk_level: extreme}\n", ("t.risk_level", "Input should be 'low', 'medium' or 'high'")),
-        ("t: read\n", ("t", "must be a mapping with effect / risk_level / requires_approval")),
-        ("t: {}\n", ("t", "declares none of effect, risk_level, requires_approval")),
+        ("t: read\n", ("t", "must be a mapping with effect / risk_level / requires_approval / resource")),
+        ("t: {}\n", ("t", "declares none of effect, risk_level, requires_approval, resource")),
+        (
+            "t: {resource: {key: 'gh:{0.__class__}'}}\n",
+            (
+                "t.resource.key",
+                "Value error, 'gh:{0.__class__}': placeholders are argument names such as {number}, got {0.__class__}",
+            ),
+        ),
+        (
+            "t: {resource: {key: x, reversibility: maybe}}\n",
+            ("t.resource.reversibility", "Input should be 'reversible', 'undo_window' or 'irreversible'"),
+        ),
         ("'bad name!': {effect: read}\n", ("bad name!", "is not a tool name or fnmatch pattern")),
         ("- t\n", ("", "must be a mapping of tool name to effect, got list")),
     ],
@@ -156,6 +167,24 @@ def test_bad_sidecar_names_file_tool_and_field(tmp_path: Path, body: str, expect
         EffectResolver(tmp_path)
     assert errors(caught) == [("tenants/acme/tool_effects.yml", *expected)]
     assert str(caught.value).startswith("tenants/acme/tool_effects.yml: error:")
+
+
+def test_a_resource_comes_from_the_first_table_declaring_one_and_is_filled_from_the_arguments(tmp_path: Path) -> None:
+    write(
+        tmp_path / "tenants/acme/tool_effects.yml",
+        """
+        gh_close: {resource: {key: "github:issue:{number}", operation: "set_status:closed", version_arg: etag}}
+        """,
+    )
+    write(tmp_path / "tool_effects.yml", "gh_*: {effect: external, resource: {key: 'github:*'}}\n")
+    resolved = EffectResolver(tmp_path).resolve(spec("gh_close"), scope(tmp_path))
+    assert resolved.effect is Effect.EXTERNAL and resolved.resource is not None
+    assert resolved.resource.fill("gh_close", {"number": 42, "etag": "W/1"}) == (
+        "github:issue:42",
+        "set_status:closed",
+        "W/1",
+    )
+    assert resolved.resource.fill("gh_close", {"etag": "W/1"}) is None  # the key names a missing argument
 
 
 def test_every_bad_entry_is_reported(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from genworker.api.routes import briefs as brief_routes
 from genworker.api.routes import channel_replies as channel_reply_routes
 from genworker.api.routes import channels as channel_routes
 from genworker.api.routes import confirmations as confirmation_routes
+from genworker.api.routes import conflicts as conflict_routes
 from genworker.api.routes import engine_runs as engine_run_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(confirmation_routes.router)
     app.include_router(goal_routes.router)
     app.include_router(suggestion_routes.router)
+    app.include_router(conflict_routes.router)
     app.include_router(ops.router)
     app.include_router(autonomy.router)
     app.include_router(duties.router)

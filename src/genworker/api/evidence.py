@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -28,6 +28,13 @@ Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
 _ONE_OF: Final = ("evidence_sources", "sources")
 
 
+class PlannedEffectBody(RequestBody):
+    resource_key: str = Field(min_length=1, max_length=300, pattern=r"\S", examples=["github:issue:42"])
+    operation: str = Field(min_length=1, max_length=300, pattern=r"\S", examples=["set_status:closed"])
+    expected_version: str | None = Field(None, max_length=300, description="the ETag / updated_at read")
+    reversibility: Literal["reversible", "undo_window", "irreversible"] = "reversible"
+
+
 class EvidenceBody(RequestBody):
     model_config = ConfigDict(json_schema_extra={"examples": [EXAMPLE], "not": {"required": list(_ONE_OF)}})
 
@@ -43,6 +50,9 @@ class EvidenceBody(RequestBody):
     requested_actions: list[Name] | None = Field(None, description="the action names the task will take")
     requested_effects: list[json_enum(Effect)] | None = Field(  # type: ignore[valid-type]
         None, description="the tool effects it needs"
+    )
+    planned_effects: list[PlannedEffectBody] | None = Field(
+        None, max_length=50, description="what the task will change, for the Conflict Arbiter (docs/conflicts.md)"
     )
 
 

@@ -1,7 +1,7 @@
 """AutonomyCommandBackend: what the IM commands (/confirmations, /approve_confirmation,
 /reject_confirmation, /suggestions, /approve_suggestion, /reject_suggestion, /feedback, /status,
-/deferred, /undo, /waits, /cancel_wait, /resume_wait) do, over the same stores and aggregates
-the HTTP API uses.
+/deferred, /undo, /waits, /cancel_wait, /resume_wait, /conflicts, /resolve_conflict) do, over the
+same stores and aggregates the HTTP API uses.
 
 Unknown ids raise LookupError; an already decided confirmation or suggestion, or a wait that can
 no longer be cancelled or resumed, raises ValueError.
@@ -9,10 +9,12 @@ no longer be cancelled or resumed, raises ValueError.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Callable
 from typing import Any, Literal
 
+from genworker.autonomy.conflicts.service import ConflictService
 from genworker.autonomy.goals import GoalAggregate, goal_health
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
 from genworker.autonomy.waiting import WaitingPlan, WaitingService
@@ -39,6 +41,7 @@ class AutonomyCommandBackend:
         *,
         clock: Callable[[], dt.datetime] = _utc_now,
         waiting: WaitingService | None = None,
+        conflicts: ConflictService | None = None,
     ) -> None:
         self.router = router
         self.suggestion_aggregate = suggestions
@@ -46,6 +49,7 @@ class AutonomyCommandBackend:
         self.goals = goals
         self.clock = clock
         self.waiting = waiting
+        self.conflict_service = conflicts
 
     def confirmations(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
         pending = self.router.confirmations.list(tenant_id, worker_id, "pending")
@@ -98,6 +102,32 @@ class AutonomyCommandBackend:
     async def resume_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]:
         """Resume now, as the brief's *Resume now*; the errors of `cancel_wait`."""
         return _wait(await self._waiting().resume_plan(tenant_id, worker_id, plan_id, by))
+
+    async def conflicts(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
+        """The worker's conflicts waiting for a person, newest first."""
+        store = self._conflicts().store
+        cases = await asyncio.to_thread(store.cases, tenant_id, status="open", worker_id=worker_id)
+        return [{"id": c.conflict_id, "resource_key": c.resource_key, "detail": c.detail} for c in cases]
+
+    async def resolve_conflict(
+        self, tenant_id: str, worker_id: str, conflict_id: str, decision: str, by: str
+    ) -> dict[str, Any]:
+        """LookupError for an unknown case (or another worker's), ValueError once it was settled."""
+        if decision not in ("proceed", "drop"):
+            raise ValueError(f"decision must be 'proceed' or 'drop', got {decision!r}")
+        service = self._conflicts()
+        case = await asyncio.to_thread(service.store.case, tenant_id, conflict_id)
+        if worker_id not in (case.worker_a_id, case.worker_b_id):
+            raise LookupError(f"no conflict {conflict_id!r} for worker {worker_id}")
+        settled, waiting = await service.decide(
+            tenant_id, conflict_id, "proceed" if decision == "proceed" else "drop", by
+        )
+        return {"id": settled.conflict_id, "status": settled.status, "decision": settled.decision, "call": waiting}
+
+    def _conflicts(self) -> ConflictService:
+        if self.conflict_service is None:
+            raise ValueError("the Conflict Arbiter is not available on this runtime")
+        return self.conflict_service
 
     def _waiting(self) -> WaitingService:
         if self.waiting is None:

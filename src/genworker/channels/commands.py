@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "waits": "list plans waiting for an event",
     "cancel_wait": "<id> give up a waiting plan",
     "resume_wait": "<id> resume a waiting plan now, without its event",
+    "conflicts": "list conflicts between plans waiting for a person",
+    "resolve_conflict": "<id> proceed|drop let the later plan go ahead, or drop it",
     "status": "what the worker is doing",
 }
 _PRIVILEGED = frozenset(
@@ -52,6 +54,8 @@ _PRIVILEGED = frozenset(
         "waits",
         "cancel_wait",
         "resume_wait",
+        "conflicts",
+        "resolve_conflict",
     }
 )
 _NEEDS_ARG = frozenset(
@@ -64,6 +68,7 @@ _NEEDS_ARG = frozenset(
         "undo",
         "cancel_wait",
         "resume_wait",
+        "resolve_conflict",
     }
 )
 _LIST_LIMIT = 10
@@ -96,6 +101,12 @@ class CommandBackend(Protocol):
     async def cancel_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]: ...
 
     async def resume_wait(self, tenant_id: str, worker_id: str, plan_id: str, by: str) -> dict[str, Any]: ...
+
+    async def conflicts(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]: ...
+
+    async def resolve_conflict(
+        self, tenant_id: str, worker_id: str, conflict_id: str, decision: str, by: str
+    ) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +172,7 @@ async def handle_command(
     except LookupError:
         return CommandReply(
             command.name,
-            f"No item with id {command.argument!r}; see /confirmations, /suggestions, /deferred or /waits.",
+            f"No item with id {command.argument!r}; see /confirmations, /suggestions, /deferred, /waits or /conflicts.",
         )
     except ValueError as exc:
         return CommandReply(command.name, f"Cannot do that: {exc}")
@@ -193,19 +204,37 @@ async def _run(command: ParsedCommand, message: ChannelMessage, backend: Command
         case "undo":
             await backend.undo(t, w, arg, by)
             return f"Deferred action {arg} undone: it will not execute."
-        case "waits":
-            plans = await backend.waits(t, w)
-            return _listing("Waiting plans", plans, _wait_label)
-        case "cancel_wait":
-            await backend.cancel_wait(t, w, arg, by)
-            return f"Wait {arg} cancelled."
-        case "resume_wait":
-            await backend.resume_wait(t, w, arg, by)
-            return f"Wait {arg} resumed: its work continues now."
+        case "waits" | "cancel_wait" | "resume_wait":
+            return await _wait_command(command, t, w, by, backend)
+        case "conflicts" | "resolve_conflict":
+            return await _conflict_command(command, t, w, by, backend)
         case "status":
             status = await asyncio.to_thread(backend.status, t, w)
             return "\n".join(f"{k}: {v}" for k, v in status.items()) or "No status."
     raise AssertionError(f"unhandled command {command.name}")  # pragma: no cover - COMMANDS is exhaustive
+
+
+async def _wait_command(command: ParsedCommand, t: str, w: str, by: str, backend: CommandBackend) -> str:
+    arg = command.argument
+    if command.name == "cancel_wait":
+        await backend.cancel_wait(t, w, arg, by)
+        return f"Wait {arg} cancelled."
+    if command.name == "resume_wait":
+        await backend.resume_wait(t, w, arg, by)
+        return f"Wait {arg} resumed: its work continues now."
+    plans = await backend.waits(t, w)
+    return _listing("Waiting plans", plans, _wait_label)
+
+
+async def _conflict_command(command: ParsedCommand, t: str, w: str, by: str, backend: CommandBackend) -> str:
+    if command.name == "conflicts":
+        cases = await backend.conflicts(t, w)
+        return _listing("Conflicts waiting for you", cases, lambda c: str(c.get("detail", "")))
+    conflict_id, _, choice = command.argument.partition(" ")
+    if choice.strip() not in ("proceed", "drop"):
+        return f"Usage: /resolve_conflict {COMMANDS['resolve_conflict']}"
+    done = await backend.resolve_conflict(t, w, conflict_id, choice.strip(), by)
+    return f"Conflict {conflict_id} {'settled: it proceeds' if done.get('decision') == 'proceed' else 'dropped'}."
 
 
 def _listing(title: str, items: list[dict[str, Any]], label: Callable[[dict[str, Any]], str]) -> str:

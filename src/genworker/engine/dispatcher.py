@@ -114,10 +114,10 @@ class EngineDispatcher:
                 return RunResult("completed", text, "react", tool_calls=loop.tool_calls)
             case Interrupted(reason=reason, text=text):
                 return RunResult(reason, text, "react", tool_calls=loop.tool_calls)
-            case NeedsApproval(call=call, checkpoint=checkpoint):
+            case NeedsApproval(call=call, reason=reason, checkpoint=checkpoint):
                 return RunResult(
                     "approval_required", "", "react", tool_calls=loop.tool_calls, pending_approval=call,
-                    checkpoint=checkpoint,
+                    checkpoint=checkpoint, error=reason,  # why: the confirmation's reason
                 )  # fmt: skip
             case RunAgain():
                 raise AssertionError("ReactLoop.run never returns RunAgain")

@@ -40,6 +40,7 @@ from genworker.autonomy.briefs import (
 )
 from genworker.autonomy.command_backend import AutonomyCommandBackend
 from genworker.autonomy.confirmation_notices import InboxConfirmationNotifier, through_briefs
+from genworker.autonomy.conflicts.service import ConflictService, build_conflicts, one_card
 from genworker.autonomy.duties import DutyScheduler, DutyStore, WorkerMetrics, route_through
 from genworker.autonomy.duties.outcomes import DutyOutcomes, build_duty_outcomes
 from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressChecker, GoalProgressProjector
@@ -67,6 +68,7 @@ from genworker.memory import MemoryConfig, MemoryService
 from genworker.observability.status import ComponentRuntimeStatus
 from genworker.runtime.scope import AutonomyScope
 from genworker.settings import Settings
+from genworker.supervision import Supervision
 from genworker.tools.environment import ToolRuntime, undo_events
 from genworker.worker.confirmations.reminders import ConfirmationReminders
 from genworker.worker.confirmations.resolve import cancel_waiting_run
@@ -130,6 +132,7 @@ class Services:
     lifecycle: LifecycleJobs  # goal checks, suggestion detection, confirmation reminders
     briefs: BriefService  # interruption budget + scheduled briefs
     waiting: WaitingService  # WAITING plans: event wake-ups + timeout scan
+    conflicts: ConflictService  # the Conflict Arbiter: plan-time and commit-time checks, cases
     command_backend: AutonomyCommandBackend  # the IM commands' backend
     delivery: ChannelDelivery  # outbound replies and proactive sends
     outbox: Outbox  # proactive sends once per key, re-sent until delivered
@@ -189,6 +192,9 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     tools.undo.announce = undo_events(bus)
     tools.undo.owner = leases.instance_id  # deferred calls left by a stopped process: run or expire
     await tools.undo.recover(alive=leases.alive)
+    conflicts = build_conflicts(root, registry, router, bus, aredis)
+    await conflicts.start()
+    stack.push_async_callback(conflicts.stop)
 
     delivery = ChannelDelivery(ChannelRegistry(registry), endpoints=VendorEndpoints.from_settings(settings.get))
     stack.push_async_callback(delivery.aclose)
@@ -208,7 +214,9 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         sink=ChannelBriefSink(delivery),
         policy_of=policy_of,
         waiting=waiting_store,
-        done=joined(done_runs(router.tasks, root), held_calls(tools.undo), held_results(router.tasks)),
+        done=joined(
+            done_runs(router.tasks, root), held_calls(tools.undo), held_results(router.tasks), conflicts.brief_items()
+        ),
     )
     waiting = WaitingService(
         waiting_store,
@@ -236,8 +244,8 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     goals = GoalAggregate(root, bus=bus)
     suggestions = SuggestionAggregate(SuggestionStore(root), goals)
     feedback = FeedbackStore(root)
-    command_backend = AutonomyCommandBackend(router, suggestions, feedback, goals, waiting=waiting)
-    briefs.confirmations, briefs.suggestions = command_backend.confirmations, command_backend.suggestions
+    command_backend = AutonomyCommandBackend(router, suggestions, feedback, goals, waiting=waiting, conflicts=conflicts)
+    briefs.confirmations, briefs.suggestions = one_card(command_backend.confirmations), command_backend.suggestions
     # each worker's autonomy runs in one process: here all of them, or in the shared profile those
     # whose claim this process holds (given up after the schedulers below have stopped)
     scope = AutonomyScope(registry, _ownership(aredis, leases))
@@ -307,6 +315,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         lifecycle=lifecycle,
         briefs=briefs,
         waiting=waiting,
+        conflicts=conflicts,
         command_backend=command_backend,
         delivery=delivery,
         outbox=outbox,
@@ -347,6 +356,7 @@ def build_router(
         files=files,
         checkpoints=checkpoint_stores(root, runtime.redis),  # LangGraph checkpoints: Redis when shared
         service=ServiceDesk(runtime.registry, sessions, tasks, runtime.tools.messaging),
+        supervision=Supervision(root, runtime.llm, confirmations),
     )
 
 

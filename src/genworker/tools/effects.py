@@ -6,7 +6,8 @@
 2. `tool_effects.yml` / `.yaml` in the tenant folder, then at the workspace root;
 3. the worker's `tool_effect_overrides`, then the tenant's (carried by the ToolScope).
 
-`requires_approval` only tightens: any layer (or the spec) saying true makes it true.
+`requires_approval` only tightens: any layer (or the spec) saying true makes it true. A `resource`
+(what a call changes, for the Conflict Arbiter) comes from the first table that declares one.
 Inside one table an exact tool name comes before fnmatch patterns (`github__*`), and patterns
 apply in file order. A tool whose effect nobody declares is `external` with risk `high`;
 an undeclared risk follows the effect (read/compute low, write medium, external/delegate high).
@@ -30,6 +31,7 @@ from genworker.workspace.models.effects import (
     SIDECAR_NAMES,
     Effect,
     EffectTable,
+    ResourceDecl,
     RiskLevel,
     load_effect_table,
 )
@@ -44,6 +46,7 @@ class ResolvedEffect:
     requires_approval: bool
     declared: bool  # False: nobody declared the effect, so it is the high-risk default
     source: str  # where the effect came from: "schema", a sidecar file, "worker overrides", ... or "default"
+    resource: ResourceDecl | None = None  # what a call changes (docs/conflicts.md)
 
 
 class EffectResolver:
@@ -85,6 +88,7 @@ class EffectResolver:
         effect: tuple[Effect, str] | None = None
         risk: RiskLevel | None = None
         approval = spec.requires_approval
+        resource: ResourceDecl | None = None
         if spec.effect is not None:
             effect, risk = (spec.effect, "schema"), spec.risk_level
         for table in self._layers(scope):
@@ -93,9 +97,10 @@ class EffectResolver:
                     effect = (rule.effect, table.source)
                 risk = risk or rule.risk_level
                 approval = approval or bool(rule.requires_approval)
+                resource = resource or rule.resource
         if effect is None:
-            return ResolvedEffect(Effect.EXTERNAL, RiskLevel.HIGH, approval, False, "default")
-        return ResolvedEffect(effect[0], risk or DEFAULT_RISK[effect[0]], approval, True, effect[1])
+            return ResolvedEffect(Effect.EXTERNAL, RiskLevel.HIGH, approval, False, "default", resource)
+        return ResolvedEffect(effect[0], risk or DEFAULT_RISK[effect[0]], approval, True, effect[1], resource)
 
     def _layers(self, scope: ToolScope | None) -> Iterator[EffectTable]:
         if scope is not None and scope.tenant_id in self._tenant_tables:

@@ -1,9 +1,10 @@
 """Per-worker tool environments: one ToolPipeline per worker (builtin tools + that worker's
 MCP servers), the scope a run may use, and their statuses for the debug endpoint.
 
-Every pipeline has the step journal and the undo window as its extra middlewares; the undo
-window holds calls only in runs whose scope carries `undo_window_s`, and releases them here,
-through the same pipeline, once their window ends."""
+Every pipeline has the step journal, the undo window and the commit check as its extra middlewares;
+the undo window holds calls only in runs whose scope carries `undo_window_s`, and releases them here,
+through the same pipeline, once their window ends. The commit check (`commits`) is the Conflict
+Arbiter's, set by the composition root: right before a call changes a declared resource."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from genworker.tools.builtin.waiting import WaitSlot, wait_for_event_tool
 from genworker.tools.context import Posture, ToolScope
 from genworker.tools.effects import EffectResolver
 from genworker.tools.journal import Journaling, StepJournal
+from genworker.tools.middlewares.slot import MiddlewareSlot
 from genworker.tools.middlewares.undo_window import DEFAULT_MAX_LATE_S, DeferredCall, UndoWindow
 from genworker.tools.outcomes import ToolFailed, ToolOutcome
 from genworker.tools.pipeline import ToolPipeline
@@ -96,6 +98,7 @@ class ToolRuntime:
         self.mailbox = MailboxSlot()  # email_search / email_list_folders find the worker's account here
         self.delegation = DelegationSlot()  # delegate_to_worker / spawn_* start child runs through it
         self.escalation = EscalationSlot()  # escalate_conversation hands a service conversation over
+        self.commits = MiddlewareSlot()  # the Conflict Arbiter's commit-time check (autonomy/conflicts)
         self._workers: dict[tuple[str, str], WorkerTools] = {}
 
     def worker_dir(self, worker: Worker) -> Path:
@@ -124,7 +127,7 @@ class ToolRuntime:
                 builtin_tools(),
                 effects=self.effects,
                 audit=self.audit,
-                middlewares=(Journaling(self.journal), self.undo),
+                middlewares=(Journaling(self.journal), self.undo, self.commits),
             )
             pipeline.register(bash_execute_tool())
             pipeline.register(wait_for_event_tool(self.waits))

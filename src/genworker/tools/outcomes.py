@@ -28,7 +28,7 @@ class ToolNeedsApproval:
 
 @dataclass(frozen=True, slots=True)
 class ToolFailed:
-    code: Literal["invalid_arguments", "timeout", "error"]
+    code: Literal["invalid_arguments", "timeout", "error", "conflict"]  # conflict: the Conflict Arbiter said replan
     error: str
 
 

@@ -17,7 +17,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, assert_never
+from typing import TYPE_CHECKING, Protocol, assert_never
 
 from genworker.conversation import SessionManager, ThreadQueue
 from genworker.conversation.models import session_id_for
@@ -36,6 +36,7 @@ from genworker.worker.context.models import ManagedContext
 from genworker.worker.duty_steps import DutyOutcomeSteps
 from genworker.worker.engine_runs import CheckpointStores, RunEngineState, checkpoint_stores
 from genworker.worker.governance import TaskGovernanceStage
+from genworker.worker.governance.evidence import PlannedEffect
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.preparation import Prepared, Preparer
 from genworker.worker.routing import (
@@ -80,6 +81,14 @@ class Route:
     accepted: RouteAccepted
 
 
+class PlanRegistry(Protocol):
+    """Where an admitted run's planned effects are registered (the Conflict Arbiter's plan time)."""
+
+    async def register(
+        self, tenant_id: str, worker_id: str, run_id: str, planned: tuple[PlannedEffect, ...]
+    ) -> None: ...
+
+
 @dataclass
 class WorkerRouter:
     registry: WorkspaceRegistry
@@ -97,6 +106,7 @@ class WorkerRouter:
     duty_outcomes: DutyOutcomeSteps | None = None  # a duty run's contract, deliveries, escalations
     checkpoints: CheckpointStores | None = None  # LangGraph checkpoints (default: the workers' files)
     service: ServiceDesk | None = None  # service mode: admission, session TTL, knowledge, hand-offs
+    plans: PlanRegistry | None = None  # planned effects (evidence.planned_effects) -> the Conflict Arbiter
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
         worker = self.registry.worker(tenant_id, worker_id)
@@ -175,6 +185,8 @@ class WorkerRouter:
         ref = RunRef(req.tenant_id, req.worker_id, ids.run_id)
         match admission:
             case Admitted():
+                if self.plans is not None and req.evidence.planned:
+                    await self.plans.register(req.tenant_id, req.worker_id, ids.run_id, req.evidence.planned)
                 prepared = await preparer.prepare(req, worker, admission, session, written)
                 if isinstance(prepared, Blocked):  # its pre_script failed
                     last = await settler.refuse(worker, ref, prepared)

@@ -25,7 +25,14 @@ log = logging.getLogger(__name__)
 SOURCE: Final = "inbox"
 ITEM_WRITTEN: Final = "inbox.item_written"
 # the payload fields genworker.worker.governance.evidence reads (an inferred action's evidence)
-EVIDENCE_FIELDS: Final = ("confidence", "evidence_sources", "sources", "requested_actions", "requested_effects")
+EVIDENCE_FIELDS: Final = (
+    "confidence",
+    "evidence_sources",
+    "sources",
+    "requested_actions",
+    "requested_effects",
+    "planned_effects",
+)
 ITEM_CONSUMED: Final = "inbox.item_consumed"
 ITEM_FAILED: Final = "inbox.item_failed"
 ITEM_DEAD: Final = "inbox.item_dead"

@@ -92,7 +92,8 @@ def _classify(outcome: ToolOutcome | None) -> tuple[Decision, OutcomeKind, str |
         case ToolNeedsApproval(reason=reason):
             return "ask", "needs_approval", None, reason, False
         case ToolFailed(code=code, error=error):
-            return ("reject" if code == "invalid_arguments" else "allow"), "failed", code, error, False
+            decision: Decision = "reject" if code == "invalid_arguments" else "deny" if code == "conflict" else "allow"
+            return decision, "failed", code, error, False
         case _:
             assert_never(outcome)
 

@@ -10,6 +10,7 @@ them to the router, and the router to governance:
 | `evidence_sources` (or `sources`) | ids of the independent signals that agree, each listed once |
 | `requested_actions` | the action names the task will take (`internal_status_transition` ...) |
 | `requested_effects` | the tool effects it needs (`read`, `write`, `external` ...) |
+| `planned_effects` | what it will change, for the Conflict Arbiter: `[{resource_key, operation, ...}]` |
 
 Every field is optional; a malformed one raises GovernanceInputError naming the field.
 """
@@ -22,10 +23,31 @@ from typing import Any, Final
 
 from genworker.tools.base import Effect
 from genworker.worker.governance.errors import GovernanceInputError
+from genworker.workspace.models.effects import Reversibility
 
-__all__ = ["NO_EVIDENCE", "Evidence", "evidence_from"]
+__all__ = ["NO_EVIDENCE", "Evidence", "PlannedEffect", "evidence_from"]
 
 _SOURCES: Final = ("evidence_sources", "sources")
+
+
+_REVERSIBILITY: Final = ("reversible", "undo_window", "irreversible")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedEffect:
+    """One resource the task will change (Steward's PlanEffect), registered with the Conflict Arbiter
+    when the run is admitted (docs/conflicts.md)."""
+
+    resource_key: str
+    operation: str
+    expected_version: str | None = None
+    reversibility: Reversibility = "reversible"
+
+    def as_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"resource_key": self.resource_key, "operation": self.operation}
+        if self.expected_version is not None:
+            data["expected_version"] = self.expected_version
+        return data | {"reversibility": self.reversibility}
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +56,7 @@ class Evidence:
     sources: tuple[str, ...] = ()  # distinct source ids
     actions: tuple[str, ...] = ()
     effects: frozenset[Effect] | None = None  # None: not declared
+    planned: tuple[PlannedEffect, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The payload fields again (what a confirmation stores to route the approved run the same way)."""
@@ -46,6 +69,8 @@ class Evidence:
             data["requested_actions"] = list(self.actions)
         if self.effects is not None:
             data["requested_effects"] = sorted(e.value for e in self.effects)
+        if self.planned:
+            data["planned_effects"] = [p.as_json() for p in self.planned]
         return data
 
 
@@ -64,6 +89,7 @@ def evidence_from(payload: Mapping[str, Any], where: str = "payload") -> Evidenc
         sources=_names(payload.get(sources_field), f"{where}.{sources_field}", distinct=True),
         actions=_names(payload.get("requested_actions"), f"{where}.requested_actions", distinct=False),
         effects=_effects(effects, f"{where}.requested_effects") if effects is not None else None,
+        planned=_planned(payload.get("planned_effects"), f"{where}.planned_effects"),
     )
 
 
@@ -92,3 +118,32 @@ def _effects(value: Any, field: str) -> frozenset[Effect]:
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v in allowed for v in value):
         raise GovernanceInputError(f"{field} must be a list of {allowed}, got {value!r}")
     return frozenset(Effect(v) for v in value)
+
+
+_PLANNED_FIELDS: Final = frozenset({"resource_key", "operation", "expected_version", "reversibility"})
+
+
+def _planned(value: Any, field: str) -> tuple[PlannedEffect, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple) or len(value) > 50:
+        raise GovernanceInputError(f"{field} must be a list of at most 50 effects, got {type(value).__name__}")
+    return tuple(_planned_effect(item, f"{field}[{i}]") for i, item in enumerate(value))
+
+
+def _planned_effect(item: Any, where: str) -> PlannedEffect:
+    if not isinstance(item, Mapping) or set(item) - _PLANNED_FIELDS:
+        raise GovernanceInputError(f"{where} must be an object with {', '.join(sorted(_PLANNED_FIELDS))}")
+    texts = []
+    for name in ("resource_key", "operation"):
+        text = item.get(name)
+        if not isinstance(text, str) or not text.strip() or len(text) > 300:
+            raise GovernanceInputError(f"{where}.{name} must be a non-empty string of at most 300 characters")
+        texts.append(text.strip())
+    version = item.get("expected_version")
+    if version is not None and (not isinstance(version, str | int) or isinstance(version, bool)):
+        raise GovernanceInputError(f"{where}.expected_version must be a string, got {version!r}")
+    reversibility = item.get("reversibility", "reversible")
+    if reversibility not in _REVERSIBILITY:
+        raise GovernanceInputError(f"{where}.reversibility must be one of {list(_REVERSIBILITY)}")
+    return PlannedEffect(texts[0], texts[1], None if version is None else str(version), reversibility)

@@ -10,16 +10,17 @@ over a tool's own spec is `tools/effects.py` (`EffectResolver`).
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from genworker.workspace.errors import Issue, WorkspaceError
 
@@ -30,6 +31,7 @@ __all__ = [
     "Effect",
     "EffectRule",
     "EffectTable",
+    "ResourceDecl",
     "RiskLevel",
     "load_effect_table",
 ]
@@ -63,6 +65,50 @@ _KEY = re.compile(r"^[A-Za-z0-9_\-*?\[\]!]{1,128}$")
 _GLOB = re.compile(r"[*?\[]")
 
 
+Reversibility = Literal["reversible", "undo_window", "irreversible"]
+_PLACEHOLDER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDecl:
+    """The resource one call changes, for the Conflict Arbiter (docs/conflicts.md): `key` and
+    `operation` are templates filled from the call's arguments (`github:issue:{number}`)."""
+
+    key: str
+    operation: str | None = None  # None: the tool's name
+    reversibility: Reversibility | None = None  # None: write is reversible, external / delegate undo_window
+    version_arg: str | None = None  # the argument carrying the version the caller read (ETag, updated_at)
+    version_result: str | None = None  # the key of the result's data carrying the version after the call
+
+    def fill(self, tool: str, arguments: Mapping[str, Any]) -> tuple[str, str, str | None] | None:
+        """(resource key, operation, expected version) for one call; None when an argument the key
+        names is missing."""
+        try:
+            key = self.key.format_map(_Args(arguments))
+            operation = (self.operation or tool).format_map(_Args(arguments))
+        except KeyError:
+            return None
+        version = arguments.get(self.version_arg) if self.version_arg else None
+        return key, operation, None if version in (None, "") else str(version)
+
+
+class _Args(dict[str, str]):
+    def __init__(self, arguments: Mapping[str, Any]) -> None:
+        super().__init__({k: str(v) for k, v in arguments.items() if isinstance(v, str | int | float)})
+
+
+def _template(value: str) -> str:
+    """Only `{name}` placeholders: no attribute or index access, conversion or format spec."""
+    try:
+        parts = list(string.Formatter().parse(value))
+    except ValueError as exc:
+        raise ValueError(f"{value!r} is not a template: {exc}") from None
+    for _, name, spec, conversion in parts:
+        if name is not None and (not _PLACEHOLDER.match(name) or spec or conversion):
+            raise ValueError(f"{value!r}: placeholders are argument names such as {{number}}, got {{{name}}}")
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class EffectRule:
     """One table entry; None means "not declared here, ask the next layer" (false never waives approval)."""
@@ -70,6 +116,22 @@ class EffectRule:
     effect: Effect | None = None
     risk_level: RiskLevel | None = None
     requires_approval: bool | None = None
+    resource: ResourceDecl | None = None
+
+
+class _ResourceModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str = Field(min_length=1, max_length=300)
+    operation: str | None = Field(default=None, min_length=1, max_length=200)
+    reversibility: Reversibility | None = None
+    version_arg: str | None = Field(default=None, pattern=_PLACEHOLDER.pattern)
+    version_result: str | None = Field(default=None, pattern=_PLACEHOLDER.pattern)
+
+    @field_validator("key", "operation")
+    @classmethod
+    def _templates(cls, value: str | None) -> str | None:
+        return _template(value) if value is not None else None
 
 
 class _RuleModel(BaseModel):
@@ -78,6 +140,7 @@ class _RuleModel(BaseModel):
     effect: Effect | None = None
     risk_level: RiskLevel | None = None
     requires_approval: StrictBool | None = None
+    resource: _ResourceModel | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +161,7 @@ class EffectTable:
 
     @classmethod
     def from_mapping(cls, data: object, source: str, field_prefix: str = "") -> EffectTable:
-        """Validate `{tool or pattern: {effect, risk_level, requires_approval}}`.
+        """Validate `{tool or pattern: {effect, risk_level, requires_approval, resource}}`.
 
         Raises WorkspaceError naming `source`, the tool key and the field at fault.
         """
@@ -133,7 +196,9 @@ EMPTY_TABLE = EffectTable("", MappingProxyType({}))
 
 def _parse_rule(value: object, source: str, where: str, issues: list[Issue]) -> EffectRule | None:
     if not isinstance(value, Mapping):
-        issues.append(Issue("error", source, "must be a mapping with effect / risk_level / requires_approval", where))
+        issues.append(
+            Issue("error", source, "must be a mapping with effect / risk_level / requires_approval / resource", where)
+        )
         return None
     try:
         model = _RuleModel.model_validate(value)
@@ -142,9 +207,10 @@ def _parse_rule(value: object, source: str, where: str, issues: list[Issue]) -> 
             field = ".".join(str(p) for p in err["loc"])
             issues.append(Issue("error", source, err["msg"], f"{where}.{field}" if field else where))
         return None
-    rule = EffectRule(model.effect, model.risk_level, model.requires_approval)
+    resource = ResourceDecl(**model.resource.model_dump()) if model.resource is not None else None
+    rule = EffectRule(model.effect, model.risk_level, model.requires_approval, resource)
     if rule == EffectRule():
-        issues.append(Issue("error", source, "declares none of effect, risk_level, requires_approval", where))
+        issues.append(Issue("error", source, "declares none of effect, risk_level, requires_approval, resource", where))
         return None
     return rule
 

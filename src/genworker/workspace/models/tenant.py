@@ -11,6 +11,7 @@ from genworker.workspace.models.base import JsonMap, Model, SecretMap, StrTuple,
 from genworker.workspace.models.depth import ExecutionDepths
 from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.policy import PolicyOverrides
+from genworker.workspace.models.steward import ConflictConfig, LearningConfig
 
 __all__ = ["MIN_TRUST_LEVEL", "Tenant", "TenantToolPolicy"]
 
@@ -33,6 +34,8 @@ class Tenant(Model):
     credentials: SecretMap = Field(default_factory=dict, repr=False)
     policy: PolicyOverrides = PolicyOverrides()  # Policy Gate / interruption budget / WAITING overrides
     execution_depths: ExecutionDepths = ExecutionDepths()  # what quick / standard / deep buy (tier, rounds, tokens)
+    conflict: ConflictConfig = ConflictConfig()  # the Conflict Arbiter (docs/conflicts.md)
+    learning: LearningConfig = LearningConfig()  # learning from feedback (docs/learning.md)
 
     @model_validator(mode="before")
     @classmethod
