@@ -35,6 +35,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"memory"}),
     frozenset({"engine"}),
     frozenset({"worker", "streaming"}),
+    frozenset({"supervision"}),  # policies watching runs: wraps the engine's tools and events (#33)
     frozenset({"channels"}),
     frozenset({"autonomy"}),
     frozenset({"runtime"}),  # composition

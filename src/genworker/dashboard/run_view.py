@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from genworker.runtime.composition import Runtime
+from genworker.supervision.errors import PolicyError
+from genworker.supervision.service import run_record
 from genworker.tools.audit import WORKER_AUDIT_FILE, run_audit_records
 from genworker.worker.governance.errors import SnapshotError
 from genworker.worker.governance.snapshots import SnapshotStore
@@ -227,7 +229,12 @@ async def run_detail(runtime: Runtime, run: RunRecord) -> dict[str, Any]:
     root = runtime.registry.root
 
     def read() -> dict[str, Any]:
-        return _view(run, governance(SnapshotStore(root), run), tool_audit(root, run))
+        view = _view(run, governance(SnapshotStore(root), run), tool_audit(root, run))
+        try:  # the supervisor's decisions and comments, kept beside the run (docs/supervision.md)
+            view["supervision"] = run_record(root, run.tenant_id, run.worker_id, run.run_id)
+        except (PolicyError, OSError, ValueError) as exc:
+            view["supervision"] = {"error": str(exc)}
+        return view
 
     shown: dict[str, Any] = json.loads(json.dumps(await asyncio.to_thread(read), default=str))
     return shown

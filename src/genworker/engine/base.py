@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -100,6 +100,7 @@ class EngineDeps:
     tools: ToolRunner
     state: EngineState | None = None  # None: plans and graphs live only as long as the run
     workspace_root: Path | None = None  # where LangGraph skills' graph modules are found
+    guard: Callable[[], Awaitable[Interrupted | None]] | None = None  # asked between turns: a supervisor's stop
 
 
 # -- one step of a loop ----------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 __all__ = [
     "ApprovalRequired",
+    "Custom",
     "Emit",
     "EngineEvent",
     "RunError",
@@ -98,6 +99,14 @@ class ApprovalRequired:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Custom:
+    """A named side event beside the chat (AG-UI CUSTOM), e.g. a supervisor's comment."""
+
+    name: str
+    value: Any
+
+
 EngineEvent = (
     RunStarted
     | RunFinished
@@ -110,6 +119,7 @@ EngineEvent = (
     | StepStarted
     | StepFinished
     | ApprovalRequired
+    | Custom
 )
 
 Emit = Callable[[EngineEvent], Awaitable[None]]

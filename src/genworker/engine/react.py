@@ -62,6 +62,8 @@ class ReactLoop:
             outcome = await self.turn(messages)
             match outcome:
                 case RunAgain(messages=messages):
+                    if self.deps.guard is not None and (stop := await self.deps.guard()) is not None:
+                        return stop
                     spent = recorded_tokens()
                     if budget is not None and spent is not None and spent >= budget.token_budget:
                         return Interrupted(

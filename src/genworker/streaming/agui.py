@@ -16,6 +16,7 @@ from ag_ui import core as ag
 
 from genworker.engine.events import (
     ApprovalRequired,
+    Custom,
     EngineEvent,
     RunError,
     RunFinished,
@@ -49,6 +50,8 @@ class AguiEncoder:
             case RunStarted() | RunFinished() | RunError() | StepStarted() | StepFinished() | ApprovalRequired():
                 yield from self._close_text()
                 yield self._lifecycle(event)
+            case Custom(name=name, value=value):  # beside the text: an open message stays open
+                yield ag.CustomEvent(name=name, value=value)
             case _:
                 assert_never(event)
 

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Protocol, assert_never
 
 from genworker.conversation import SessionManager, ThreadQueue
 from genworker.conversation.models import session_id_for
-from genworker.engine.base import EngineDeps, EngineRequest, RunResult
+from genworker.engine.base import EngineDeps, EngineRequest, Interrupted, RunResult, ToolRunner
 from genworker.engine.dispatcher import EngineDispatcher
-from genworker.engine.events import EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
+from genworker.engine.events import Emit, EngineEvent, RunError, RunFinished, TextDelta, ToolCallResult
 from genworker.ids import validate_id
 from genworker.llm.bookkeeping import turn_in_progress
 from genworker.llm.client import LLMClient
@@ -81,6 +81,20 @@ class Route:
     accepted: RouteAccepted
 
 
+class RunSupervision(Protocol):
+    """The supervisor (genworker.supervision): a watcher for an accepted run, None when no policy is attached."""
+
+    async def watch(self, req: RouteRequest, ids: RouteAccepted) -> RunWatch | None: ...
+
+
+class RunWatch(Protocol):
+    def tools(self, inner: ToolRunner) -> ToolRunner: ...
+
+    def observe(self, downstream: Emit) -> Emit: ...
+
+    async def guard(self) -> Interrupted | None: ...
+
+
 class PlanRegistry(Protocol):
     """Where an admitted run's planned effects are registered (the Conflict Arbiter's plan time)."""
 
@@ -106,6 +120,7 @@ class WorkerRouter:
     duty_outcomes: DutyOutcomeSteps | None = None  # a duty run's contract, deliveries, escalations
     checkpoints: CheckpointStores | None = None  # LangGraph checkpoints (default: the workers' files)
     service: ServiceDesk | None = None  # service mode: admission, session TTL, knowledge, hand-offs
+    supervision: RunSupervision | None = None  # policies watching runs (docs/supervision.md)
     plans: PlanRegistry | None = None  # planned effects (evidence.planned_effects) -> the Conflict Arbiter
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
@@ -191,7 +206,8 @@ class WorkerRouter:
                 if isinstance(prepared, Blocked):  # its pre_script failed
                     last = await settler.refuse(worker, ref, prepared)
                 else:
-                    ran = await self._engine(prepared, ref, emit)
+                    watch = await self.supervision.watch(req, ids) if self.supervision is not None else None
+                    ran = await self._engine(prepared, ref, emit, watch)
                     last = await settler.settle(req, worker, admission, prepared, session, ran, written)
             case Blocked():
                 last = await settler.refuse(worker, ref, admission)
@@ -204,14 +220,15 @@ class WorkerRouter:
         for event in last:
             await emit(await settler.ended(worker, event))
 
-    async def _engine(self, prepared: Prepared, ref: RunRef, emit: RouteEmit) -> EngineRun:
+    async def _engine(self, prepared: Prepared, ref: RunRef, emit: RouteEmit, watch: RunWatch | None) -> EngineRun:
         """Run the engine, its events to `emit` as they come; one reactive retry on a provider
         context overflow. The engine starts at once: its tool calls wait for the run record."""
         events = _EngineEvents(emit, prepared.question, self.service, ref.run_id)
         context = prepared.context
         for attempt in (1, 2):
             events.hold_overflow, events.held = attempt == 1, []
-            result = await self._dispatcher(ref).run(_with_context(prepared.engine, context), events.emit)
+            sink = watch.observe(events.emit) if watch is not None else events.emit
+            result = await self._dispatcher(ref, watch).run(_with_context(prepared.engine, context), sink)
             if result.error_code == "context_overflow" and attempt == 1:
                 smaller = compact_for_overflow(context)
                 if smaller.total_tokens < context.total_tokens:
@@ -223,14 +240,16 @@ class WorkerRouter:
             break
         return events.ran
 
-    def _dispatcher(self, ref: RunRef) -> EngineDispatcher:
+    def _dispatcher(self, ref: RunRef, watch: RunWatch | None = None) -> EngineDispatcher:
         stores = self.checkpoints or checkpoint_stores(self.registry.root)
+        tools: ToolRunner = self.tools.pipeline_for(self.resolve(ref.tenant_id, ref.worker_id))
         return EngineDispatcher(
             EngineDeps(
                 self.llm,
-                self.tools.pipeline_for(self.resolve(ref.tenant_id, ref.worker_id)),
+                watch.tools(tools) if watch is not None else tools,
                 RunEngineState(self.tasks, ref.tenant_id, ref.worker_id, stores),
                 self.registry.root,
+                guard=watch.guard if watch is not None else None,
             )
         )
 

@@ -81,7 +81,9 @@ class Confirmation:
     # "gate": the governance stage gated the task; "tool": a tool call inside a run waits — `tool_call`
     # is {"id", "name", "arguments"}, run under `posture` once approved; "interrupt": a LangGraph graph
     # asked a person (`tool_call` holds its value): approving or rejecting continues the graph
-    kind: Literal["gate", "tool", "interrupt"] = "gate"
+    # "review": a supervisor asked a person to look at a run (docs/supervision.md): deciding it only
+    # records the decision, nothing runs again
+    kind: Literal["gate", "tool", "interrupt", "review"] = "gate"
     tool_call: dict[str, Any] | None = None
     posture: str = "normal"
     approval_ref: str | None = None  # the gate approval the waiting run carried, if any

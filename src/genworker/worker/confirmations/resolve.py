@@ -72,6 +72,8 @@ async def resolve(
         raise ValueError(f"decision must be 'approve' or 'reject', got {decision!r}")
     status: Status = "approved" if decision == "approve" else "rejected"
     decided = await router.confirmations.decide_async(tenant_id, worker_id, confirmation_id, status, by)
+    if decided.kind == "review":
+        return Resolution(decided)
     if decided.continuation and (status == "approved" or decided.kind == "interrupt"):
         return await _continue_engine(router, decided, by, run)
     text: str = decided.text
