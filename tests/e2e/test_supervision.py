@@ -18,7 +18,7 @@ from genworker.worker.confirmations.store import ConfirmationStore
 
 @pytest.fixture
 def workspace(small_workspace: Callable[..., Path]) -> Path:
-    ws = small_workspace({"acme": ["alice"]})
+    ws = small_workspace({"acme": ["alice"], "globex": ["gina"]})
     files = ws / "tenants/acme/workers/alice/files"
     files.mkdir()
     (files / "notes.md").write_text("buy milk", encoding="utf-8")
@@ -31,24 +31,53 @@ def policy(workspace: Path, name: str, body: dict[str, object]) -> None:
     (folder / f"{name}.json").write_text(json.dumps(body), encoding="utf-8")
 
 
-def test_a_tool_outside_the_allow_list_stops_the_run(
+def test_a_policy_attached_over_the_api_stops_a_run_outside_its_tool_allow_list(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
-    policy(workspace, "strict", {"attach": {"all": True}, "tools": ["memory_*"]})
     model_server.expect(Reply("Reading.", tool_calls=(ToolCallReply("file_read", {"path": "files/notes.md"}, "c1"),)))
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
     with serve(tmp_path, workspace, model_server) as server:
-        events = chat(server, key(workspace, "acme"), {"worker_id": "alice", "message": "What does my note say?"})
+        base = server.url + "/api/v1/workers/alice"
+        bad = httpx.put(base + "/supervisors/strict", json={"budgets": {"tool_calls": "many"}}, headers=auth)
+        assert bad.status_code == 400 and "supervisors/strict.json: budgets.tool_calls" in bad.text
+        assert httpx.put(base + "/supervisors/strict", json={"tools": ["memory_*"]}, headers=auth).status_code == 200
+        assert httpx.post(base + "/supervisors/nope/attach", json={"kind": "all"}, headers=auth).status_code == 404
+        attached = httpx.post(base + "/supervisors/strict/attach", json={"kind": "all"}, headers=auth)
+        assert attached.status_code == 200 and attached.json()["policy"]["attach"]["all"] is True
+        listed = httpx.get(base + "/supervisors", headers=auth).json()["policies"]
+        assert [p["file"] for p in listed] == ["supervisors/strict.json"]
+        events = chat(server, api_key, {"worker_id": "alice", "message": "What does my note say?"})
+        run_id = events[-1]["runId"]
+        record = httpx.get(base + f"/runs/{run_id}/supervision", headers=auth).json()
+        other = httpx.get(server.url + f"/api/v1/workers/alice/runs/{run_id}/supervision", headers=_other(workspace))
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert "refused by supervisor 'strict'" in result["content"]
     decision = next(e for e in events if e["type"] == "CUSTOM" and e["name"] == "supervisor_decision")
     assert decision["value"]["check"] == "tool_allow_list" and decision["value"]["cites"] == ["c1"]
-    finished = events[-1]
-    assert finished["type"] == "RUN_FINISHED" and finished["result"]["outcome"] == "condition_stopped"
-    run_id = finished["runId"]
-    record = json.loads(
-        (workspace / f"tenants/acme/workers/alice/runtime/supervision/{run_id}.json").read_text(encoding="utf-8")
-    )
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"]["outcome"] == "condition_stopped"
     assert record["state"] == "paused" and record["decisions"][0]["action"] == "stop"
+    assert other.status_code == 404  # another tenant's key does not see the worker
+
+
+def _other(workspace: Path) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key(workspace, 'globex')}"}
+
+
+def test_a_budget_pauses_the_run_as_budget_exceeded(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    policy(workspace, "budget", {"attach": {"all": True}, "budgets": {"tool_calls": 1}})
+    read = ToolCallReply("file_read", {"path": "files/notes.md"}, "c1")
+    model_server.expect(
+        Reply("Reading.", tool_calls=(read,)),
+        Reply("Again.", tool_calls=(ToolCallReply("file_read", {"path": "files/notes.md"}, "c2"),)),
+    )
+    with serve(tmp_path, workspace, model_server) as server:
+        events = chat(server, key(workspace, "acme"), {"worker_id": "alice", "message": "Read it twice"})
+    decision = next(e for e in events if e["type"] == "CUSTOM" and e["name"] == "supervisor_decision")
+    assert decision["value"]["check"] == "tool_call_budget" and decision["value"]["action"] == "pause"
+    assert events[-1]["result"]["outcome"] == "budget_exceeded"
 
 
 def test_a_model_comment_cites_its_step_streams_is_kept_and_asks_for_review(

@@ -41,6 +41,7 @@ from genworker.api.routes import metrics as metrics_routes
 from genworker.api.routes import outbox as outbox_routes
 from genworker.api.routes import service as service_routes
 from genworker.api.routes import suggestions as suggestion_routes
+from genworker.api.routes import supervision as supervision_routes
 from genworker.api.routes import undo as undo_routes
 from genworker.api.routes import waiting as waiting_routes
 from genworker.api.routes import workspace_files as workspace_file_routes
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(undo_routes.router)
     app.include_router(engine_run_routes.router)
     app.include_router(service_routes.router)
+    app.include_router(supervision_routes.router)
     app.include_router(workspace_file_routes.router)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     install_openapi(app)

@@ -1,0 +1,91 @@
+"""Supervisor policies of a worker (docs/supervision.md): list, write, attach to a conversation, a
+duty's runs or an experiment; and the supervision record kept with a run. Tenant from the key."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
+
+from genworker.api.auth import loaded_worker, require_principal
+from genworker.api.deps import get_runtime
+from genworker.api.errors import ApiError, error_responses
+from genworker.api.params import RunId, WorkerId
+from genworker.auth import Principal
+from genworker.ids import safe_join
+from genworker.runtime.composition import Runtime
+from genworker.supervision.catalog import AttachKind, PolicyNotFound, attach, list_policies, save_policy
+from genworker.supervision.errors import PolicyError
+from genworker.supervision.service import run_record
+
+router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["supervision"], responses=error_responses(404))
+
+Auth = Annotated[Principal, Depends(require_principal)]
+RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
+
+
+class AttachBody(BaseModel):
+    kind: AttachKind
+    id: str | None = None  # the thread, duty or experiment id; none for "all"
+
+
+def _worker_dir(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[Path, str, str]:
+    tenant_id, name = loaded_worker(principal, runtime, worker_id).key
+    return safe_join(runtime.registry.root, "tenants", tenant_id, "workers", name), tenant_id, name
+
+
+@router.get("/supervisors", summary="The worker's supervisor policies (a file that cannot be used shows its error)")
+async def policies(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    folder, _, _ = _worker_dir(principal, runtime, worker_id)
+    return {"policies": await asyncio.to_thread(list_policies, folder)}
+
+
+@router.put(
+    "/supervisors/{name}", summary="Write a supervisor policy (supervisors/<name>.json)", responses=error_responses(400)
+)
+async def put_policy(
+    worker_id: WorkerId, name: str, body: dict[str, Any], principal: Auth, runtime: RuntimeDep
+) -> dict[str, Any]:
+    folder, _, _ = _worker_dir(principal, runtime, worker_id)
+    try:
+        policy = await asyncio.to_thread(save_policy, folder, name, body)
+    except (PolicyError, ValueError) as exc:
+        raise ApiError(400, "invalid_policy", str(exc).replace(str(folder) + "/", "")) from None
+    return {"policy": policy.model_dump()}
+
+
+@router.post(
+    "/supervisors/{name}/attach",
+    summary="Attach a policy to a conversation, a duty's runs, an experiment, or all runs",
+    responses=error_responses(400),
+)
+async def attach_policy(
+    worker_id: WorkerId, name: str, body: AttachBody, principal: Auth, runtime: RuntimeDep
+) -> dict[str, Any]:
+    folder, _, _ = _worker_dir(principal, runtime, worker_id)
+    try:
+        policy = await asyncio.to_thread(attach, folder, name, body.kind, body.id)
+    except PolicyNotFound as exc:
+        raise ApiError(404, "policy_not_found", str(exc)) from None
+    except (PolicyError, ValueError) as exc:
+        raise ApiError(400, "invalid_policy", str(exc).replace(str(folder) + "/", "")) from None
+    return {"policy": policy.model_dump()}
+
+
+@router.get(
+    "/runs/{run_id}/supervision",
+    summary="The supervisor's decisions and comments kept with a run, and its state",
+    responses=error_responses(500),
+)
+async def run_supervision(worker_id: WorkerId, run_id: RunId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    _, tenant_id, name = _worker_dir(principal, runtime, worker_id)
+    try:
+        record = await asyncio.to_thread(run_record, runtime.registry.root, tenant_id, name, run_id)
+    except PolicyError as exc:
+        raise ApiError(500, "supervision_unreadable", str(exc)) from None
+    if record is None:
+        raise ApiError(404, "not_supervised", f"run {run_id!r} has no supervision record")
+    return record
