@@ -31,6 +31,7 @@ bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same ru
 	$(PY) bench/restart.py
 	$(PY) bench/engine.py
 	$(PY) bench/planning.py
+	$(PY) bench/supervision.py
 	$(PY) bench/chat_http.py
 	$(PY) bench/scaling.py
 	$(PY) bench/inbox.py
