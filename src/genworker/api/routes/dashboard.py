@@ -42,6 +42,7 @@ _ASSETS = {
     "charts.js": "text/javascript; charset=utf-8",
     "channels.js": "text/javascript; charset=utf-8",
     "editor.js": "text/javascript; charset=utf-8",
+    "playground.js": "text/javascript; charset=utf-8",
 }
 _PAGE_HEADERS = {
     "Content-Security-Policy": (

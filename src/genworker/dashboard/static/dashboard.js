@@ -1,6 +1,7 @@
 // genworker console: plain DOM, no build step, no third-party code. Pages are hash routes (#/, #/usage,
-// #/health, #/workers/{w}, #/workers/{w}/usage, #/workers/{w}/runs/{run}, #/workers/{w}/edit in editor.js);
-// each reads one tenant-scoped JSON route. Every text goes through textContent (never innerHTML).
+// #/health, #/workers/{w}, #/workers/{w}/usage, #/workers/{w}/runs/{run}, #/workers/{w}/edit in editor.js,
+// #/workers/{w}/playground in playground.js); each reads one tenant-scoped JSON route. Every text goes
+// through textContent (never innerHTML).
 "use strict";
 
 // `epoch` changes at every log in and log out: a response that arrives later for an older session
@@ -159,6 +160,7 @@ function forget() {
   $("#h-usage").textContent = "Usage";
   $("#h-run").textContent = "Run";
   $('[data-block="load_errors"]').hidden = true;
+  document.dispatchEvent(new Event("console:forget"));  // pages that keep their own state drop it (playground.js)
 }
 
 function showLogin(message = "") {
@@ -226,6 +228,7 @@ function route() {
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "usage") return { view: "usage", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "channels") return { view: "channels", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "edit") return { view: "edit", worker: parts[1] };
+  if (parts[0] === "workers" && parts.length === 3 && parts[2] === "playground") return { view: "playground", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 4 && parts[2] === "runs") return { view: "run", worker: parts[1], run: parts[3] };
   return { view: "missing" };
 }
@@ -249,6 +252,7 @@ function showRoute() {
   if (r.view === "channels") crumbs.push(el("span", { text: "Channels" }));
   if (r.view === "health") crumbs.push(el("span", { text: "Workspace health" }));
   if (r.view === "edit") crumbs.push(el("span", { text: "Edit files" }));
+  if (r.view === "playground") crumbs.push(el("span", { text: "Playground" }));
   $("#crumbs").replaceChildren(...crumbs.flatMap((c, i) => (i ? [" › ", c] : [c])));
   if (shown === "missing") {
     const why = r.worker ? `This key may not use a worker named “${r.worker}”, or it does not exist.`
@@ -271,6 +275,7 @@ function source(r) {
     case "channels": return `/api/v1/workers/${w}/im-config/status`;
     case "run": return `/api/v1/workers/${w}/dashboard/runs/${encodeURIComponent(r.run)}`;
     case "edit": return `/api/v1/workers/${w}/files`;
+    case "playground": return `/api/v1/workers/${w}/confirmations?status=pending`;
     default: return null;
   }
 }
@@ -635,6 +640,7 @@ const PAGES = {
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/usage`, text: "Usage charts" }), " · ",
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/channels`, text: "Channels" }), " · ",
       el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/edit`, text: "Edit files" }), " · ",
+      el("a", { href: `#/workers/${encodeURIComponent(r.worker)}/playground`, text: "Playground" }), " · ",
       "Open any run by its id in Tasks or Runs."));
     for (const [blockName, block] of Object.entries(data.blocks)) render(blockName, block);
   },
