@@ -51,6 +51,7 @@ def test_a_policy_attached_over_the_api_stops_a_run_outside_its_tool_allow_list(
         run_id = events[-1]["runId"]
         record = httpx.get(base + f"/runs/{run_id}/supervision", headers=auth).json()
         other = httpx.get(server.url + f"/api/v1/workers/alice/runs/{run_id}/supervision", headers=_other(workspace))
+        resolved = httpx.post(base + f"/runs/{run_id}/supervision/resolve", headers=auth).json()
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert "refused by supervisor 'strict'" in result["content"]
     decision = next(e for e in events if e["type"] == "CUSTOM" and e["name"] == "supervisor_decision")
@@ -58,6 +59,7 @@ def test_a_policy_attached_over_the_api_stops_a_run_outside_its_tool_allow_list(
     assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"]["outcome"] == "condition_stopped"
     assert record["state"] == "paused" and record["decisions"][0]["action"] == "stop"
     assert other.status_code == 404  # another tenant's key does not see the worker
+    assert resolved["state"] == "resolved" and resolved["resolved_by"].startswith("key:")
 
 
 def _other(workspace: Path) -> dict[str, str]:

@@ -13,14 +13,14 @@ from typing import Any
 from genworker.fsutil import write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.llm.client import LLMClient
-from genworker.supervision.decisions import Decision
+from genworker.supervision.decisions import Decision, SupervisorState, advance
 from genworker.supervision.errors import PolicyError
 from genworker.supervision.policy import SupervisorPolicy, load_policies
 from genworker.supervision.watch import RECORD_VERSION, RunWatcher
 from genworker.worker.confirmations.store import ConfirmationStore
 from genworker.worker.routing import RouteAccepted, RouteRequest
 
-__all__ = ["Supervision", "attached", "record_path", "run_record"]
+__all__ = ["Supervision", "attached", "record_path", "resolve_record", "run_record"]
 
 log = logging.getLogger("genworker.supervision")
 
@@ -86,6 +86,18 @@ def run_record(root: Path, tenant_id: str, worker_id: str, run_id: str) -> dict[
     if data.get("schema_version") != RECORD_VERSION:
         raise PolicyError(f"{path}: schema_version: {data.get('schema_version')!r} is not supported")
     return data
+
+
+def resolve_record(root: Path, tenant_id: str, worker_id: str, run_id: str, by: str) -> dict[str, Any] | None:
+    """A person has looked: the run's supervisor state becomes resolved (the run's own is untouched);
+    None without a record. Blocking."""
+    record = run_record(root, tenant_id, worker_id, run_id)
+    if record is None:
+        return None
+    record["state"] = advance(SupervisorState(record["state"]), "resolve").value
+    record["resolved_by"] = by
+    _write(record_path(root, tenant_id, worker_id, run_id), record)
+    return record
 
 
 def _write(path: Path, record: dict[str, Any]) -> None:

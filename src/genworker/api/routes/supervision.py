@@ -19,7 +19,7 @@ from genworker.ids import safe_join
 from genworker.runtime.composition import Runtime
 from genworker.supervision.catalog import AttachKind, PolicyNotFound, attach, list_policies, save_policy
 from genworker.supervision.errors import PolicyError
-from genworker.supervision.service import run_record
+from genworker.supervision.service import resolve_record, run_record
 
 router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["supervision"], responses=error_responses(404))
 
@@ -84,6 +84,25 @@ async def run_supervision(worker_id: WorkerId, run_id: RunId, principal: Auth, r
     _, tenant_id, name = _worker_dir(principal, runtime, worker_id)
     try:
         record = await asyncio.to_thread(run_record, runtime.registry.root, tenant_id, name, run_id)
+    except PolicyError as exc:
+        raise ApiError(500, "supervision_unreadable", str(exc)) from None
+    if record is None:
+        raise ApiError(404, "not_supervised", f"run {run_id!r} has no supervision record")
+    return record
+
+
+@router.post(
+    "/runs/{run_id}/supervision/resolve",
+    summary="A person has looked: the run's supervisor state becomes resolved (the run's state is untouched)",
+    responses=error_responses(500),
+)
+async def resolve_supervision(
+    worker_id: WorkerId, run_id: RunId, principal: Auth, runtime: RuntimeDep
+) -> dict[str, Any]:
+    _, tenant_id, name = _worker_dir(principal, runtime, worker_id)
+    by = f"key:{principal.key_id}"
+    try:
+        record = await asyncio.to_thread(resolve_record, runtime.registry.root, tenant_id, name, run_id, by)
     except PolicyError as exc:
         raise ApiError(500, "supervision_unreadable", str(exc)) from None
     if record is None:
