@@ -94,3 +94,6 @@ def test_policy_files_name_the_file_and_field(tmp_path: Path) -> None:
     (folder / "b.json").write_text('{"schema_version": 9}', encoding="utf-8")
     with pytest.raises(PolicyError, match=r"b\.json: schema_version"):
         load_policies(tmp_path)
+    errors: list[PolicyError] = []
+    assert [p.name for p in load_policies(tmp_path, errors.append)] == ["a"]  # the good one still applies
+    assert len(errors) == 1 and "b.json" in str(errors[0])

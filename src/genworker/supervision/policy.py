@@ -4,6 +4,7 @@ with pydantic; a broken file is a PolicyError naming the file and the field."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -104,10 +105,18 @@ def parse_policy(path: Path, text: str) -> SupervisorPolicy:
         raise PolicyError(f"{path}: {field}: {first['msg']}") from None
 
 
-def load_policies(worker_dir: Path) -> list[SupervisorPolicy]:
-    """Every policy in `worker_dir/supervisors/`, by file name; blocking. PolicyError on a broken file."""
+def load_policies(worker_dir: Path, on_error: Callable[[PolicyError], None] | None = None) -> list[SupervisorPolicy]:
+    """Every policy in `worker_dir/supervisors/`, by file name; blocking. A broken file raises
+    PolicyError, or with `on_error` is reported to it and left out (the others still apply)."""
     folder = worker_dir / SUPERVISORS_DIR
     if not folder.is_dir():
         return []
-    paths = sorted(p for p in folder.iterdir() if p.suffix in (".json", ".md") and p.is_file())
-    return [parse_policy(p, p.read_text(encoding="utf-8")) for p in paths]
+    policies = []
+    for path in sorted(p for p in folder.iterdir() if p.suffix in (".json", ".md") and p.is_file()):
+        try:
+            policies.append(parse_policy(path, path.read_text(encoding="utf-8")))
+        except PolicyError as exc:
+            if on_error is None:
+                raise
+            on_error(exc)
+    return policies

@@ -46,12 +46,9 @@ class Supervision:
 
     async def watch(self, req: RouteRequest, ids: RouteAccepted) -> RunWatcher | None:
         """The watcher of run `ids.run_id`, or None when no policy is attached to it. A broken policy
-        file is logged (file: field) and left out; the API's list shows it too."""
-        try:
-            policies = await asyncio.to_thread(load_policies, self.worker_dir(req.tenant_id, req.worker_id))
-        except PolicyError as exc:
-            log.error("[Supervisor] %s", exc)
-            return None
+        file is logged (file: field) and left out, the others still apply; the API's list shows it."""
+        folder = self.worker_dir(req.tenant_id, req.worker_id)
+        policies = await asyncio.to_thread(load_policies, folder, lambda exc: log.error("[Supervisor] %s", exc))
         chosen = [p for p in policies if attached(p, req, ids.thread_id)]
         if not chosen:
             return None
