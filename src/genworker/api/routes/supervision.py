@@ -4,6 +4,8 @@ duty's runs or an experiment; and the supervision record kept with a run. Tenant
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +21,7 @@ from genworker.ids import safe_join
 from genworker.runtime.composition import Runtime
 from genworker.supervision.catalog import AttachKind, PolicyNotFound, attach, list_policies, save_policy
 from genworker.supervision.errors import PolicyError
+from genworker.supervision.policy import SupervisorPolicy
 from genworker.supervision.service import resolve_record, run_record
 
 router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["supervision"], responses=error_responses(404))
@@ -43,6 +46,28 @@ async def policies(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) ->
     return {"policies": await asyncio.to_thread(list_policies, folder)}
 
 
+async def _policy(folder: Path, change: Callable[[], SupervisorPolicy]) -> dict[str, Any]:
+    """Run a change of a policy file in a thread: 404 without the file, 400 naming the field it breaks."""
+    try:
+        policy = await asyncio.to_thread(change)
+    except PolicyNotFound as exc:
+        raise ApiError(404, "policy_not_found", str(exc)) from None
+    except (PolicyError, ValueError) as exc:
+        raise ApiError(400, "invalid_policy", str(exc).replace(str(folder) + "/", "")) from None
+    return {"policy": policy.model_dump()}
+
+
+async def _record(run_id: str, read: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    """A run's supervision record read (or changed) in a thread: 404 without one, 500 unreadable."""
+    try:
+        record = await asyncio.to_thread(read)
+    except PolicyError as exc:
+        raise ApiError(500, "supervision_unreadable", str(exc)) from None
+    if record is None:
+        raise ApiError(404, "not_supervised", f"run {run_id!r} has no supervision record")
+    return record
+
+
 @router.put(
     "/supervisors/{name}", summary="Write a supervisor policy (supervisors/<name>.json)", responses=error_responses(400)
 )
@@ -50,11 +75,7 @@ async def put_policy(
     worker_id: WorkerId, name: str, body: dict[str, Any], principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     folder, _, _ = _worker_dir(principal, runtime, worker_id)
-    try:
-        policy = await asyncio.to_thread(save_policy, folder, name, body)
-    except (PolicyError, ValueError) as exc:
-        raise ApiError(400, "invalid_policy", str(exc).replace(str(folder) + "/", "")) from None
-    return {"policy": policy.model_dump()}
+    return await _policy(folder, partial(save_policy, folder, name, body))
 
 
 @router.post(
@@ -66,13 +87,7 @@ async def attach_policy(
     worker_id: WorkerId, name: str, body: AttachBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     folder, _, _ = _worker_dir(principal, runtime, worker_id)
-    try:
-        policy = await asyncio.to_thread(attach, folder, name, body.kind, body.id)
-    except PolicyNotFound as exc:
-        raise ApiError(404, "policy_not_found", str(exc)) from None
-    except (PolicyError, ValueError) as exc:
-        raise ApiError(400, "invalid_policy", str(exc).replace(str(folder) + "/", "")) from None
-    return {"policy": policy.model_dump()}
+    return await _policy(folder, partial(attach, folder, name, body.kind, body.id))
 
 
 @router.get(
@@ -82,13 +97,7 @@ async def attach_policy(
 )
 async def run_supervision(worker_id: WorkerId, run_id: RunId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
     _, tenant_id, name = _worker_dir(principal, runtime, worker_id)
-    try:
-        record = await asyncio.to_thread(run_record, runtime.registry.root, tenant_id, name, run_id)
-    except PolicyError as exc:
-        raise ApiError(500, "supervision_unreadable", str(exc)) from None
-    if record is None:
-        raise ApiError(404, "not_supervised", f"run {run_id!r} has no supervision record")
-    return record
+    return await _record(run_id, partial(run_record, runtime.registry.root, tenant_id, name, run_id))
 
 
 @router.post(
@@ -101,10 +110,4 @@ async def resolve_supervision(
 ) -> dict[str, Any]:
     _, tenant_id, name = _worker_dir(principal, runtime, worker_id)
     by = f"key:{principal.key_id}"
-    try:
-        record = await asyncio.to_thread(resolve_record, runtime.registry.root, tenant_id, name, run_id, by)
-    except PolicyError as exc:
-        raise ApiError(500, "supervision_unreadable", str(exc)) from None
-    if record is None:
-        raise ApiError(404, "not_supervised", f"run {run_id!r} has no supervision record")
-    return record
+    return await _record(run_id, partial(resolve_record, runtime.registry.root, tenant_id, name, run_id, by))
