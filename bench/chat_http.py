@@ -11,9 +11,10 @@ model calls (the messages and tools genworker sent) and streaming them (bench/ch
 
 Each server runs in its own process; the model stub runs in another. Requests rotate between the
 servers one at a time: time to first byte and total time (medians), and each server's CPU time per
-request (/proc). Then rounds of 64 requests at 16 concurrent clients, rotating which server goes
-first, give requests/s (the median round). Targets (#28): CPU per request <= 1.10x and requests/s
->= 0.9x the baseline closed early; total time <= 1.15x the baseline as specified.
+request (/proc), read every 30 requests (the CPU ratios are the median of these slices' own ratios).
+Then rounds of 64 requests at 16 concurrent clients, rotating which server goes first, give
+requests/s (the median round). Targets (#28): CPU per request <= 1.10x and requests/s >= 0.9x the
+baseline closed early; total time <= 1.15x the baseline as specified.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import shutil
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
+import uvloop
 
 from genworker.auth import ApiKeyStore
 from startup import GENWORKER, extract
@@ -55,6 +58,7 @@ MESSAGE = "what does my note say?"
 # Idle connections are dropped before the servers' keep-alive (uvicorn: 5 s) ends them: a request sent
 # on one as the server closes it fails. A server waits that long while the others take their rounds.
 KEEPALIVE_S = 2.0
+CPU_SLICE = 30  # requests per server between two CPU readings
 
 
 def free_port() -> int:
@@ -249,13 +253,16 @@ async def measure(servers: Servers, requests: int, concurrency: int, rounds: int
     samples: dict[str, dict[str, list[float]]] = {name: {"ttfb": [], "total": []} for name in names}
     async with http_client(4 * concurrency) as client:
         await warm_up(client, servers)
-        cpu = {name: -targets[name].cpu_ms() for name in names}
-        for i in range(requests):
-            for name in rotated(names, i):
-                ttfb, total = await one(client, targets[name])
-                samples[name]["ttfb"].append(ttfb)
-                samples[name]["total"].append(total)
-        cpu = {name: (spent + targets[name].cpu_ms()) / requests for name, spent in cpu.items()}
+        cpu_rounds: list[dict[str, float]] = []  # CPU ms per request in each slice of CPU_SLICE requests
+        for start in range(0, requests, CPU_SLICE):
+            spent = {name: -targets[name].cpu_ms() for name in names}
+            count = min(CPU_SLICE, requests - start)
+            for i in range(start, start + count):
+                for name in rotated(names, i):
+                    ttfb, total = await one(client, targets[name])
+                    samples[name]["ttfb"].append(ttfb)
+                    samples[name]["total"].append(total)
+            cpu_rounds.append({name: (ms + targets[name].cpu_ms()) / count for name, ms in spent.items()})
         per_round: dict[str, list[float]] = {name: [] for name in names}
         for i in range(rounds):
             for name in rotated(names, i):
@@ -263,14 +270,19 @@ async def measure(servers: Servers, requests: int, concurrency: int, rounds: int
                 per_round[name].append(concurrency * 4 / seconds)
     med = {n: {k: statistics.median(v) for k, v in s.items()} for n, s in samples.items()}
     throughput = {name: statistics.median(values) for name, values in per_round.items()}
+    cpu = {name: statistics.median(r[name] for r in cpu_rounds) for name in names}
+
+    def cpu_ratio(name: str, base: str) -> float:  # each slice's own ratio: its sides ran moments apart
+        return statistics.median(r[name] / r[base] for r in cpu_rounds)
+
     ratios = {
         name: {
             "total_vs_specified": med[name]["total"] / med[SPECIFIED]["total"],
             "ttfb_vs_specified": med[name]["ttfb"] / med[SPECIFIED]["ttfb"],
             "total_vs_closed_early": med[name]["total"] / med[CLOSED_EARLY]["total"],
-            "cpu_vs_closed_early": cpu[name] / cpu[CLOSED_EARLY],
+            "cpu_vs_closed_early": cpu_ratio(name, CLOSED_EARLY),
             "throughput_vs_closed_early": throughput[name] / throughput[CLOSED_EARLY],
-            "cpu_vs_openai": cpu[name] / cpu[OPENAI],
+            "cpu_vs_openai": cpu_ratio(name, OPENAI),
         }
         for name in [*servers.genworkers, CLOSED_EARLY]
     }
@@ -279,11 +291,58 @@ async def measure(servers: Servers, requests: int, concurrency: int, rounds: int
         "concurrency": concurrency,
         "median_ms": med,
         "cpu_ms_per_request": cpu,
+        "cpu_ms_per_request_slices": cpu_rounds,
         "requests_per_s": throughput,
         "requests_per_s_rounds": per_round,
         "ratios": ratios,
         "samples": samples,
     }
+
+
+async def calls_alone(servers: Servers, turns: int) -> dict[str, float]:
+    """CPU ms of a turn's two model calls alone, made from this process one turn after another (rounds
+    rotated): through genworker's LLMClient, the closed-early endpoint's Router and the openai client,
+    with the messages and tools genworker sent. What the servers spend besides is the rest of a turn."""
+    from chat_servers import litellm_completion, openai_completion
+    from genworker.llm.client import LLMClient
+    from genworker.llm.config_source import load_model_config
+    from genworker.llm.intent import LLMCallIntent, Purpose
+    from genworker.settings import load_settings
+
+    turn = json.loads(await asyncio.to_thread(servers.calls.read_text, encoding="utf-8"))
+    first, tools = turn["messages"], turn["tools"]
+    call = {"id": "call_1", "type": "function", "function": {"name": "file_read", "arguments": '{"path": "x"}'}}
+    second = [*first, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    second.append({"role": "tool", "tool_call_id": "call_1", "content": "buy milk"})
+    base = servers.model + "/v1"
+    env = {"GENWORKER_LLM_MODEL": "openai/bench", "GENWORKER_LLM_API_BASE": base, "GENWORKER_LLM_API_KEY": "k"}
+    client = LLMClient(load_model_config(load_settings(servers.calls.parent / "configs", env)))
+    intent = LLMCallIntent(Purpose.CHAT, requires_tools=True)
+
+    async def ours(messages: list[dict[str, Any]]) -> Any:
+        async for event in client.stream(intent, messages, tools):
+            yield event
+
+    async def bare(completion: Any, messages: list[dict[str, Any]]) -> Any:
+        async for chunk in completion(messages, tools):
+            yield chunk
+
+    early, plain = litellm_completion(base, close_early=True), openai_completion(base)
+    makers = {
+        OURS: ours,
+        CLOSED_EARLY: lambda m: bare(early, m),
+        OPENAI: lambda m: bare(plain, m),
+    }
+    spent: dict[str, list[float]] = {name: [] for name in makers}
+    for i in range(turns + 10):  # the first 10 warm up
+        for name in rotated(list(makers), i):
+            started = time.process_time()
+            for messages in (first, second):
+                async for _ in makers[name](messages):
+                    pass
+            if i >= 10:
+                spent[name].append((time.process_time() - started) * 1000)
+    return {name: statistics.median(values) for name, values in spent.items()}
 
 
 def verdict(ok: bool) -> str:
@@ -315,6 +374,8 @@ def report(result: dict[str, Any]) -> None:
         )
     limit = ", ".join(f"{n} {r['cpu_vs_openai']:.2f}x" for n, r in result["ratios"].items())
     print(f"  CPU per request / the openai client's: {limit}")
+    alone = ", ".join(f"{n} {ms:.1f} ms" for n, ms in result["calls_alone_cpu_ms"].items())
+    print(f"  the two model calls alone, CPU per turn in one process: {alone}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
         launched(Path(tmp), tree=not args.no_tree, revisions=args.rev, also=also) as servers,
     ):
         result = asyncio.run(measure(servers, args.requests, args.concurrency, args.rounds))
+        gc.collect()
+        result["calls_alone_cpu_ms"] = uvloop.run(calls_alone(servers, args.requests))  # the servers' loop
     report(result)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2), encoding="utf-8")
