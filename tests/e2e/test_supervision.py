@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
-from tests.e2e.test_chat_api import chat, key, serve
+from tests.e2e.test_chat_api import AGUI, chat, key, serve
 
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply
 from genworker.worker.confirmations.store import ConfirmationStore
@@ -108,6 +108,8 @@ def test_a_model_comment_cites_its_step_streams_is_kept_and_asks_for_review(
             server.url + f"/api/v1/workers/alice/dashboard/runs/{run_id}",
             headers={"Authorization": f"Bearer {api_key}"},
         )
+    for event in events:
+        AGUI.validate_python(event)  # valid per the AG-UI models
     customs = [e for e in events if e["type"] == "CUSTOM" and e["name"] == "supervisor_comment"]
     assert len(customs) == 1  # the comment citing nothing shown was dropped
     value = customs[0]["value"]
