@@ -72,6 +72,21 @@ async def test_a_one_deployment_group_is_called_directly_and_sends_what_the_rout
     assert direct == routed
 
 
+def test_a_deployment_with_a_rate_or_concurrency_limit_goes_through_the_router(
+    model_server: ScriptedModelServer,
+) -> None:
+    """Only the Router enforces a deployment's rpm, tpm and max_parallel_requests."""
+    groups = ModelGroups(
+        [
+            {"model_name": "free", "litellm_params": deployment(model_server)},
+            {"model_name": "rpm", "litellm_params": {**deployment(model_server), "rpm": 60}},
+            {"model_name": "parallel", "litellm_params": {**deployment(model_server), "max_parallel_requests": 2}},
+            {"model_name": "tpm", "litellm_params": deployment(model_server), "tpm": 1000},
+        ]
+    )
+    assert [groups.direct(g) for g in ("free", "rpm", "parallel", "tpm")] == [True, False, False, False]
+
+
 async def test_a_direct_call_is_not_retried_by_litellm(model_server: ScriptedModelServer) -> None:
     """The fallback is genworker's, between groups: a 429 fails the group at once, as through the Router."""
     groups = ModelGroups([{"model_name": "one", "litellm_params": deployment(model_server)}])

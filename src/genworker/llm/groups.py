@@ -4,19 +4,20 @@ The configuration is a LiteLLM Router `model_list`, and a Router is built from i
 list, reads `os.environ/` secrets and registers the deployments' prices. A group with several
 deployments is called through that Router, which picks one. A group with one deployment, the usual
 case, is called through `litellm.acompletion` with the deployment's parameters as the Router
-resolved them: the same request reaches the provider, without the Router's layers around the call
-(its routing steps, its wrapper around the stream and its per-deployment statistics, which only
-matter when it has several deployments to choose from). genworker falls back between groups itself
-(llm/client.py), so a Router with one deployment, no retries and no cooldowns has nothing to add.
+resolved them (unless it sets a rate or concurrency limit, which only the Router enforces): the same
+request reaches the provider, without the Router's layers around the call (its routing steps, its
+wrapper around the stream and its per-deployment statistics, which only matter when it has several
+deployments to choose from). genworker falls back between groups itself (llm/client.py), so a Router
+with one deployment, no retries and no cooldowns has nothing to add.
 
 The stream of such a direct call is LiteLLM's own stream wrapper. Once it has given the finish
-reason, `rest_of_stream` reads what is left (the usage, in OpenAI's protocol a chunk of its own) from
-the provider's stream through LiteLLM's chunk converter, instead of asking the wrapper for more:
-at the provider's end of stream the wrapper assembles the whole response again, prices it and
+reason, `rest_of_stream` reads what is left (the usage, in OpenAI's protocol a chunk of its own)
+from the provider's stream through LiteLLM's chunk converter, instead of asking the wrapper for
+more: at the provider's end of stream the wrapper assembles the whole response again, prices it and
 starts its success logging, which is most of LiteLLM's CPU time per streamed call after the request
-(docs/benchmarks.md, P1). genworker keeps its own record of every call (tokens, cost, latency) and reads nothing LiteLLM
-logs; when success callbacks are configured through LiteLLM's settings, streams are read through
-the wrapper to their end instead (llm/client.py).
+(docs/benchmarks.md, P1). genworker keeps its own record of every call (tokens, cost, latency) and
+reads nothing LiteLLM logs; when success callbacks are configured through LiteLLM's settings,
+streams are read through the wrapper to their end instead (llm/client.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ if TYPE_CHECKING:
 
 __all__ = ["ModelGroups", "rest_of_stream"]
 
-_AS_ROUTED = {"max_retries": 0, "caching": False}
+_AS_ROUTED = {"max_retries": 0, "caching": False}  # as the Router sends a call: the fallback is ours
+_LIMITS = ("rpm", "tpm", "max_parallel_requests")  # per-deployment limits only the Router enforces
+
+
+def _limited(deployment: Mapping[str, Any]) -> bool:
+    """Whether the deployment sets a rate or concurrency limit: its calls then go through the Router."""
+    where = (deployment, deployment.get("litellm_params") or {}, deployment.get("model_info") or {})
+    return any(part.get(key) is not None for part in where for key in _LIMITS)
 
 
 class ModelGroups:
@@ -47,7 +55,7 @@ class ModelGroups:
         self._direct: dict[str, Mapping[str, Any]] = {}
         for name in names:
             deployments = self._router.registry().deployments(name)
-            if len(deployments) == 1:  # as the Router sends it: no retries (the fallback is ours), no cache
+            if len(deployments) == 1 and not _limited(deployments[0]):
                 self._direct[name] = {**deployments[0]["litellm_params"], **_AS_ROUTED}
 
     def direct(self, group: str) -> bool:
