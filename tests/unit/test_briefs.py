@@ -147,7 +147,7 @@ async def test_brief_has_every_section_with_options_and_clears_pending(tmp_path:
     brief = await svc.generate("acme", "w")
     assert brief.delivered is True and sink.sent[-1][2] == brief.text
     assert {s: len(items) for s, items in brief.sections.items()} == {
-        "done": 1, "waiting": 1, "conflicts": 1, "confirm": 1, "suggestions": 1, "feedback": 1,
+        "done": 1, "waiting": 1, "conflicts": 1, "confirm": 1, "spaces": 0, "suggestions": 1, "feedback": 1,
     }  # fmt: skip
     for section in SECTIONS:
         for item in brief.sections[section]:

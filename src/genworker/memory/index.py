@@ -8,10 +8,8 @@ without a segmenter. Optional vectors (the `embeddings` extra) sit in a side tab
 
 from __future__ import annotations
 
-import logging
 import re
 import sqlite3
-import threading
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -19,11 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from genworker.memory.derived import DerivedIndex, Progress
 from genworker.memory.models import Episode, MemoryHit, Scope
 
 __all__ = ["INDEX_SCHEMA_VERSION", "IndexedMessage", "MemoryIndex", "SearchFilters", "fts_query", "fts_text"]
-
-log = logging.getLogger(__name__)
 
 INDEX_SCHEMA_VERSION = 1
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af])")
@@ -89,8 +86,12 @@ class IndexedMessage:
     run_id: str | None = None
 
 
-class MemoryIndex:
+class MemoryIndex(DerivedIndex):
     """One SQLite file; every method is blocking (call it through `asyncio.to_thread`)."""
+
+    SCHEMA = _SCHEMA
+    SCHEMA_VERSION = INDEX_SCHEMA_VERSION
+    SOURCE = "episode files"
 
     def __init__(
         self,
@@ -100,117 +101,27 @@ class MemoryIndex:
         half_life_days: float = 30.0,
         embed: Callable[[Sequence[str]], list[list[float]]] | None = None,
     ) -> None:
-        self.path = path
+        super().__init__(path)
         self._source = source
         self.half_life_days = half_life_days
         self.embed = embed
-        self._lock = threading.RLock()
-        self._conn: sqlite3.Connection | None = None
-        self.rebuilds = 0
 
-    # -- lifecycle ---------------------------------------------------------------------------
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is not None:
-            return self._conn
-        fresh = not self.path.exists()
-        try:
-            conn = self._open()
-            version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if version is None or int(version[0]) != INDEX_SCHEMA_VERSION:
-                if not fresh:
-                    log.warning("memory index %s has schema %s, rebuilding", self.path, version and version[0])
-                conn.close()
-                raise sqlite3.DatabaseError("schema mismatch")
-        except sqlite3.DatabaseError as exc:
-            if not fresh:
-                log.warning("memory index %s is unusable (%s): rebuilding from the episode files", self.path, exc)
-            self._discard_file()
-            conn = self._open()
-            self._conn = conn
-            self._rebuild_locked()
-            return conn
-        self._conn = conn
-        if fresh:  # a deleted index comes back from the files
-            self._rebuild_locked()
-        return conn
-
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        conn.executescript(_SCHEMA)
-        if conn.execute("SELECT COUNT(*) FROM meta").fetchone()[0] == 0:
-            conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(INDEX_SCHEMA_VERSION),))
-        return conn
-
-    def _discard_file(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """Drop the index and index every episode file again; the number indexed."""
-        with self._lock:
-            self._discard_file()
-            self._conn = self._open()
-            return self._rebuild_locked(progress)
-
-    def _rebuild_locked(self, progress: Callable[[int, int], None] | None = None) -> int:
-        assert self._conn is not None
-        self.rebuilds += 1
+    def _fill(self, conn: sqlite3.Connection, progress: Progress | None) -> int:
         episodes = list(self._source())
         total = len(episodes)
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for start in range(0, total, 500):
-                batch = episodes[start : start + 500]
-                self._insert_episodes(conn, batch)
-                if progress is not None:
-                    progress(start + len(batch), total)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        for start in range(0, total, 500):
+            batch = episodes[start : start + 500]
+            self._insert_episodes(conn, batch)
+            if progress is not None:
+                progress(start + len(batch), total)
         if progress is not None and total == 0:
             progress(0, 0)
         return total
 
-    def _guard(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
-        """Run `op`; an index found corrupt mid-way is rebuilt once and `op` retried."""
-        with self._lock:
-            try:
-                return op(self._connect())
-            except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-                    raise
-                log.warning("memory index %s failed (%s): rebuilding from the episode files", self.path, exc)
-                self._discard_file()
-                return op(self._connect())
-
     # -- writes ------------------------------------------------------------------------------
 
     def add(self, episodes: Sequence[Episode]) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._insert_episodes(conn, episodes)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-
-        self._guard(op)
+        self._write(lambda conn: self._insert_episodes(conn, episodes))
 
     def _insert_episodes(self, conn: sqlite3.Connection, episodes: Sequence[Episode]) -> None:
         vectors = self.embed([f"{e.title}\n{e.body}" for e in episodes]) if self.embed and episodes else None
@@ -246,16 +157,13 @@ class MemoryIndex:
 
     def remove(self, doc_ids: Sequence[str]) -> None:
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
             for doc_id in doc_ids:
                 self._delete_doc(conn, doc_id)
-            conn.execute("COMMIT")
 
-        self._guard(op)
+        self._write(op)
 
     def add_messages(self, messages: Sequence[IndexedMessage]) -> None:
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
             for m in messages:
                 doc_id = f"msg:{m.message_id}"
                 self._delete_doc(conn, doc_id)
@@ -268,9 +176,8 @@ class MemoryIndex:
                 conn.execute(
                     "INSERT INTO docs_fts (rowid, title, body) VALUES (?, '', ?)", (cur.lastrowid, fts_text(m.text))
                 )
-            conn.execute("COMMIT")
 
-        self._guard(op)
+        self._write(op)
 
     def set_weight(self, episode_id: str, weight: float, anchor: datetime) -> None:
         self._guard(

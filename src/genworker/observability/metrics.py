@@ -23,6 +23,7 @@ __all__ = [
     "CHANNEL_UNDELIVERED",
     "COMPONENT_STATUS",
     "CONTENT_TYPE",
+    "CONTEXT_SPACES",
     "INBOX_ITEMS",
     "LONG_CONNECTIONS",
     "LONG_CONNECTION_LAST_EVENT",
@@ -39,6 +40,10 @@ __all__ = [
     "record_llm_call",
     "record_long_connection_reconnect",
     "record_run_state",
+    "record_space_created",
+    "record_space_route",
+    "record_space_route_error",
+    "record_space_task",
     "record_tool_call",
     "record_waiting_plan",
     "record_webhook_verification_failure",
@@ -118,8 +123,35 @@ WAITING_PLANS = Counter(
     ["event"],
     registry=REGISTRY,
 )
+CONTEXT_SPACE_ROUTES = Counter(
+    "genworker_context_space_routes",
+    "Sensed facts routed into context spaces, by path (anchor, model, new, new_pending, resurrected).",
+    ["path"],
+    registry=REGISTRY,
+)
+CONTEXT_SPACE_ROUTE_SECONDS = Histogram(
+    "genworker_context_space_route_duration_seconds",
+    "Time to route one fact into a context space, the model's answer included.",
+    ["path"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0),
+    registry=REGISTRY,
+)
+CONTEXT_SPACE_ROUTE_ERRORS = Counter(
+    "genworker_context_space_route_errors",
+    "Context-space routes the model did not answer usably (unusable_answer) or could not (model_unavailable).",
+    ["kind"],
+    registry=REGISTRY,
+)
+CONTEXT_SPACES_CREATED = Counter(
+    "genworker_context_space_creations", "Context spaces created (their growth rate).", registry=REGISTRY
+)
+CONTEXT_SPACE_TASKS = Counter(
+    "genworker_context_space_tasks", "Task candidates context spaces handed to the task path.", registry=REGISTRY
+)
 
 _HEARTBEAT_OUTCOMES = frozenset({"ran", "silent", "failed"})
+_SPACE_PATHS = frozenset({"anchor", "model", "new", "new_pending", "resurrected"})
+_SPACE_ERRORS = frozenset({"unusable_answer", "model_unavailable"})
 _REDELIVERY_OUTCOMES = frozenset({"scheduled", "delivered", "given_up", "resent"})
 
 
@@ -177,6 +209,27 @@ def record_waiting_plan(event: str) -> None:
     WAITING_PLANS.labels(event=event).inc()
 
 
+def record_space_route(path: str, seconds: float) -> None:
+    if path not in _SPACE_PATHS:
+        raise ValueError(f"space route path {path!r}: expected one of {', '.join(sorted(_SPACE_PATHS))}")
+    CONTEXT_SPACE_ROUTES.labels(path=path).inc()
+    CONTEXT_SPACE_ROUTE_SECONDS.labels(path=path).observe(max(seconds, 0.0))
+
+
+def record_space_route_error(kind: str) -> None:
+    if kind not in _SPACE_ERRORS:
+        raise ValueError(f"space route error {kind!r}: expected one of {', '.join(sorted(_SPACE_ERRORS))}")
+    CONTEXT_SPACE_ROUTE_ERRORS.labels(kind=kind).inc()
+
+
+def record_space_created() -> None:
+    CONTEXT_SPACES_CREATED.inc()
+
+
+def record_space_task() -> None:
+    CONTEXT_SPACE_TASKS.inc()
+
+
 # --- scrape-time gauges -------------------------------------------------------------------------
 
 GaugeSample = tuple[str, str, tuple[tuple[str, str], ...], float]  # (name, help, labels, value)
@@ -188,11 +241,13 @@ READY = "genworker_ready"
 CHANNEL_UNDELIVERED = "genworker_channel_replies_undelivered"  # from the channel processor
 LONG_CONNECTIONS = "genworker_channel_long_connections"  # from the long connections' states
 LONG_CONNECTION_LAST_EVENT = "genworker_channel_long_connection_last_event_timestamp_seconds"
+CONTEXT_SPACES = "genworker_context_spaces"  # context_space_count_by_state, from the spaces service
 SCRAPE_TIME_GAUGES: dict[str, tuple[str, ...]] = {  # name: label names
     INBOX_ITEMS: ("state",),
     CHANNEL_UNDELIVERED: ("state", "platform"),
     LONG_CONNECTIONS: ("platform", "status"),
     LONG_CONNECTION_LAST_EVENT: ("platform",),
+    CONTEXT_SPACES: ("state",),
     WORKERS: ("status",),
     COMPONENT_STATUS: ("component", "status"),
     READY: (),

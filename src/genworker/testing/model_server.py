@@ -23,7 +23,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-__all__ = ["Fail", "Hang", "Reply", "ScriptedModelServer", "ToolCallReply", "When", "loopback_listener"]
+__all__ = [
+    "Fail", "Hang", "Reply", "Respond", "ScriptedModelServer", "ToolCallReply", "When", "loopback_listener",
+]  # fmt: skip
 
 
 def loopback_listener() -> socket.socket:
@@ -77,7 +79,18 @@ class When:
     meet: str = ""
 
 
-Step = Reply | Fail | Hang | When
+@dataclass(frozen=True)
+class Respond:
+    """A standing step (like pydantic-ai's FunctionModel): every request whose messages contain `text`
+    is answered by `answer(body)`, wherever the step is in the script, and it is never used up nor
+    left over. For many calls whose answers depend on what the request shows (an oracle for a
+    routing question). An AssertionError from `answer` fails the test at assert_done."""
+
+    answer: Callable[[dict[str, Any]], Reply]
+    text: str = ""
+
+
+Step = Reply | Fail | Hang | When | Respond
 
 
 class ScriptedModelServer:
@@ -118,7 +131,7 @@ class ScriptedModelServer:
 
     def assert_done(self) -> None:
         with self._lock:
-            left = list(self._steps)
+            left = [s for s in self._steps if not isinstance(s, Respond)]
         problems = []
         if left:
             problems.append(f"{len(left)} scripted model steps were never requested: {left}")
@@ -212,8 +225,14 @@ class ScriptedModelServer:
         """The first step that answers `body` (a When only if its text is in the messages)."""
         text = json.dumps(body.get("messages", []), ensure_ascii=False)
         for index, step in enumerate(self._steps):
-            if isinstance(step, When) and step.text not in text:
+            if isinstance(step, When | Respond) and step.text not in text:
                 continue
+            if isinstance(step, Respond):
+                try:
+                    return step.answer(body)
+                except AssertionError as exc:
+                    self.failures.append(f"request {len(self.requests)}: {exc}")
+                    return None
             del self._steps[index]
             if isinstance(step, When):
                 if step.meet:

@@ -1,8 +1,9 @@
 """Brief items and briefs: what a person reads every few hours instead of being interrupted.
 
 Sections follow Steward: done automatically, waiting, conflicts and risks, needs your
-confirmation (with options), capability suggestions, feedback. Every item carries options a
-person can act on. Files carry `schema_version`; unknown versions are rejected.
+confirmation (with options), new context spaces the router was not sure of, capability
+suggestions, feedback. Every item carries options a person can act on. Files carry
+`schema_version`; unknown versions are rejected.
 """
 
 from __future__ import annotations
@@ -28,13 +29,16 @@ __all__ = [
 
 SCHEMA_VERSION: Final = 1
 M = TypeVar("M", bound=BaseModel)
-Section = Literal["done", "waiting", "conflicts", "confirm", "suggestions", "feedback"]
-SECTIONS: Final[tuple[Section, ...]] = ("done", "waiting", "conflicts", "confirm", "suggestions", "feedback")
+Section = Literal["done", "waiting", "conflicts", "confirm", "spaces", "suggestions", "feedback"]
+SECTIONS: Final[tuple[Section, ...]] = (
+    "done", "waiting", "conflicts", "confirm", "spaces", "suggestions", "feedback",
+)  # fmt: skip
 SECTION_TITLES: Final[dict[Section, str]] = {
     "done": "Done automatically",
     "waiting": "Waiting",
     "conflicts": "Conflicts and risks",
     "confirm": "Needs your confirmation",
+    "spaces": "New context spaces to confirm or re-file",
     "suggestions": "Capability suggestions (never interrupt)",
     "feedback": "Feedback",
 }

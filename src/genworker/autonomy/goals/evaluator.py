@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from genworker.autonomy.forced_call import forced_answer
 from genworker.llm.client import LLMClient, ModelToolCall
 from genworker.llm.errors import LLMError
 from genworker.llm.intent import LLMCallIntent, Purpose, Tier
@@ -221,22 +222,5 @@ class GoalEvaluator:
 
 
 def _parse(calls: Sequence[ModelToolCall], text: str) -> _Answer:
-    """The answer from the forced function call (or, from a provider that ignored the force, a JSON
-    text); ValueError naming what is wrong."""
-    raw = next((c.arguments for c in calls if c.name == VERDICT_TOOL), None)
-    if raw is None:
-        if calls:
-            raise ValueError(f"it called {calls[0].name!r}, not {VERDICT_TOOL!r}")
-        raw = text.strip()
-        if not raw:
-            raise ValueError("it was empty")
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise ValueError(f"not JSON ({exc})") from None
-    try:
-        return _Answer.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "verdict"
-        raise ValueError(f"{where}: {first['msg']}") from None
+    """The answer from the forced function call; ValueError naming what is wrong."""
+    return forced_answer(calls, text, VERDICT_TOOL, _Answer)

@@ -36,6 +36,7 @@ from genworker.workspace.models.base import (
     unique_ids,
 )
 from genworker.workspace.models.contact import Contact
+from genworker.workspace.models.context_space import ContextSpaceOverrides
 from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.policy import PolicyOverrides
 
@@ -442,6 +443,7 @@ class PersonaSpec(Model):
     mcp_servers: tuple[MCPServerConfig, ...] = ()
     tool_effect_overrides: JsonMap = Field(default_factory=dict)
     policy: PolicyOverrides = PolicyOverrides()  # over the tenant's policy block
+    context_spaces: ContextSpaceOverrides = ContextSpaceOverrides()  # over the tenant's (docs/context-spaces.md)
 
     @field_validator("tool_effect_overrides")
     @classmethod

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field, field_validator, model_validator
 
 from genworker.workspace.models.base import JsonMap, Model, SecretMap, StrTuple, WorkspaceId, check_effect_table
+from genworker.workspace.models.context_space import ContextSpaceOverrides
 from genworker.workspace.models.depth import ExecutionDepths
 from genworker.workspace.models.mcp import MCPServerConfig
 from genworker.workspace.models.policy import PolicyOverrides
@@ -36,6 +37,7 @@ class Tenant(Model):
     execution_depths: ExecutionDepths = ExecutionDepths()  # what quick / standard / deep buy (tier, rounds, tokens)
     conflict: ConflictConfig = ConflictConfig()  # the Conflict Arbiter (docs/conflicts.md)
     learning: LearningConfig = LearningConfig()  # learning from feedback (docs/learning.md)
+    context_spaces: ContextSpaceOverrides = ContextSpaceOverrides()  # Context Spaces (docs/context-spaces.md)
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,413 @@
+"""SpaceService: a worker's sensed facts gathered into context spaces before they become tasks.
+
+`absorb(item)` is what the heartbeat calls for a fact (when the worker opted in):
+
+::
+
+    ContextEvent from the item ─▶ routed (router.py) ─▶ appended to the event log
+      ─▶ joined to its space (or a new / resurrected one), file + index
+      ─▶ the space's fresh evidence reaches tasks.evidence_threshold and its last task run is over?
+           yes: Candidate (a TaskCandidate and the task text; the heartbeat starts the run)
+           no:  Gathered
+
+Facts of one worker are absorbed one at a time (a lock per worker in this process; the worker's
+autonomy runs in one process). Absorbing the same item again finds its event in a space and returns
+what it returned the first time, so an item retried after a crash never lands twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Final, assert_never
+
+from genworker.autonomy.inbox import InboxItem
+from genworker.autonomy.spaces import review as reviews
+from genworker.autonomy.spaces.chooser import ChooserUnavailable
+from genworker.autonomy.spaces.config import SpaceSettings
+from genworker.autonomy.spaces.event_log import EventLog
+from genworker.autonomy.spaces.evidence import evidence_score, fresh_evidence, make_candidate, task_text
+from genworker.autonomy.spaces.facts import event_from_item
+from genworker.autonomy.spaces.index import INDEX_FILE, SpaceIndex
+from genworker.autonomy.spaces.lifecycle import DEADLINE_GRACE, join, new_space, resurrect, settle
+from genworker.autonomy.spaces.models import ContextEvent, ContextSpace, Review, SpaceState, TaskCandidate
+from genworker.autonomy.spaces.paths import locked
+from genworker.autonomy.spaces.router import Anchored, Chosen, ContextSpaceRouter, CreateNew, Resurrect, Routing
+from genworker.autonomy.spaces.store import SpaceStore
+from genworker.observability.metrics import (
+    CONTEXT_SPACES,
+    GaugeSample,
+    record_space_created,
+    record_space_route,
+    record_space_route_error,
+    record_space_task,
+    register_collector,
+    unregister_collector,
+)
+
+__all__ = ["BYPASS_SOURCES", "Absorbed", "Candidate", "Gathered", "RunOpen", "SpaceService"]
+
+log = logging.getLogger("genworker.spaces")
+
+BYPASS_SOURCES: Final = frozenset({"confirmation"})  # the runtime's own notices, not facts about work
+BYPASS_EVENTS: Final = frozenset({"goal.proposed"})
+SWEEP_EVERY: Final = timedelta(minutes=10)
+_COLLECTOR: Final = "context-spaces"
+
+RunOpen = Callable[[str, str, str], Awaitable[bool]]  # (tenant, worker, run_id) -> the run is still going
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    space_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    space: ContextSpace
+    candidate: TaskCandidate
+    text: str  # the task the run gets
+
+    @property
+    def reason(self) -> str:
+        c = self.candidate
+        return f"{self.space.space_id}: evidence {c.score:.2f} from {', '.join(c.sources)} reached the threshold"
+
+
+Absorbed = Gathered | Candidate
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class _Worker:
+    index: SpaceIndex
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    swept: datetime | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+class SpaceService:
+    def __init__(
+        self,
+        workspace: Path,
+        router: ContextSpaceRouter,
+        settings_of: Callable[[str, str], SpaceSettings],
+        *,
+        run_open: RunOpen | None = None,
+        clock: Callable[[], datetime] = _utc_now,
+        durable: bool = True,
+    ) -> None:
+        self.workspace = workspace
+        self.router = router
+        self.settings_of = settings_of
+        self.run_open = run_open
+        self.clock = clock
+        self.store = SpaceStore(workspace, durable=durable)
+        self.log = EventLog(workspace, durable=durable)
+        self._workers: dict[tuple[str, str], _Worker] = {}
+
+    # -- parts -------------------------------------------------------------------------------
+
+    def _worker(self, tenant_id: str, worker_id: str) -> _Worker:
+        key = (tenant_id, worker_id)
+        found = self._workers.get(key)
+        if found is None:
+            path = self.store.folder(tenant_id, worker_id) / INDEX_FILE
+            index = SpaceIndex(path, lambda: self.store.all(tenant_id, worker_id))
+            found = self._workers[key] = _Worker(index)
+        return found
+
+    def index(self, tenant_id: str, worker_id: str) -> SpaceIndex:
+        return self._worker(tenant_id, worker_id).index
+
+    def has_spaces(self, tenant_id: str, worker_id: str) -> bool:
+        """Blocking: whether the worker ever had a space (without creating anything)."""
+        return (tenant_id, worker_id) in self._workers or self.store.folder(tenant_id, worker_id).is_dir()
+
+    def gathers(self, item: InboxItem) -> bool:
+        """Whether `item` goes through spaces: its worker opted in, and it is a fact about work."""
+        if item.source_type in BYPASS_SOURCES or item.event_type in BYPASS_EVENTS:
+            return False
+        return self.settings_of(item.tenant_id, item.worker_id).enabled
+
+    # -- absorbing a fact --------------------------------------------------------------------
+
+    async def absorb(self, item: InboxItem, *, actionable: bool = False) -> Absorbed:
+        """Route `item`'s fact into a space; raises ChooserUnavailable when the model cannot be
+        reached (retry the item later)."""
+        t, w = item.tenant_id, item.worker_id
+        s = self.settings_of(t, w)
+        state = self._worker(t, w)
+        async with state.lock:
+            now = self.clock()
+            event = event_from_item(item, now).model_copy(update={"actionable": actionable})
+            held = await asyncio.to_thread(state.index.space_of_event, event.event_id)
+            if held is not None:
+                return await asyncio.to_thread(self._again, t, w, held, event.event_id)
+            await self._sweep_if_due(t, w, s, now)
+            started = time.perf_counter()
+            try:
+                routing = await self.router.route(state.index, event, s, now)
+            except ChooserUnavailable:
+                record_space_route_error("model_unavailable")
+                raise
+            await asyncio.to_thread(self.log.append, event)
+            space = await asyncio.to_thread(self._apply, routing, event, s, now)
+            _record(routing, time.perf_counter() - started)
+            return await self._candidate(space, event, s, now)
+
+    def _again(self, t: str, w: str, space_id: str, event_id: str) -> Absorbed:
+        """The item was absorbed before (a retry): its unsubmitted candidate again, if it made one."""
+        space = self.store.load(t, w, space_id)
+        for candidate in space.candidates:
+            if event_id in candidate.evidence_events and candidate.run_id is None:
+                return Candidate(space, candidate, task_text(space, candidate))
+        return Gathered(space_id, f"already gathered into {space_id}")
+
+    def _apply(self, routing: Routing, event: ContextEvent, s: SpaceSettings, now: datetime) -> ContextSpace:
+        t, w = event.tenant_id, event.worker_id
+        with locked(self.workspace, t, w):
+            space = self._routed(routing, event, s, now)
+            self.store.save(space)
+            self._put(t, w, [space])
+        return space
+
+    def _routed(self, routing: Routing, event: ContextEvent, s: SpaceSettings, now: datetime) -> ContextSpace:
+        t, w = event.tenant_id, event.worker_id
+        match routing:
+            case Anchored(space_id=space_id, anchor=anchor):
+                return join(self.store.load(t, w, space_id), event, now, s, f"anchor {anchor}")
+            case Chosen(space_id=space_id, confidence=confidence, reason=reason):
+                return join(self.store.load(t, w, space_id), event, now, s, f"model {confidence:.2f}: {reason}")
+            case Resurrect(space_id=space_id, via=via, similarity=similarity):
+                old = settle(self.store.load(t, w, space_id), now, s)
+                if old.state is SpaceState.ACTIVE:  # taken back meanwhile (pinned, or another fact)
+                    return join(old, event, now, s, f"{via}: {routing.reason}")
+                return resurrect(old, event, now, s, similarity=similarity, via=via)
+            case CreateNew(pending=pending, confidence=confidence, reason=reason, suggested=suggested):
+                record_space_created()
+                review: Review = "pending" if pending else "confirmed"
+                space_id = self.store.next_id(t, w)
+                return new_space(
+                    space_id, event, now, s, review=review, confidence=confidence, reason=reason, suggested=suggested
+                )
+            case _:
+                assert_never(routing)
+
+    async def _candidate(self, space: ContextSpace, event: ContextEvent, s: SpaceSettings, now: datetime) -> Absorbed:
+        t, w = space.tenant_id, space.worker_id
+        fresh = fresh_evidence(space)
+        if space.review == "merged" or not fresh or all(e.source == "screen" for e in fresh):
+            return Gathered(space.space_id, f"gathered into {space.space_id}")
+        score = evidence_score(fresh)
+        if score < s.evidence_threshold:
+            return Gathered(
+                space.space_id, f"gathered into {space.space_id}: evidence {score:.2f} < {s.evidence_threshold:.2f}"
+            )
+        last = space.candidates[-1] if space.candidates else None
+        if last is not None and last.run_id is None:  # not submitted yet: the item that made it is retried
+            return Gathered(space.space_id, f"gathered into {space.space_id}: {last.task_id} is not submitted yet")
+        if last is not None and self.run_open is not None and await self.run_open(t, w, str(last.run_id)):
+            return Gathered(space.space_id, f"gathered into {space.space_id}: its run {last.run_id} is going")
+
+        def add() -> tuple[ContextSpace, TaskCandidate]:
+            with locked(self.workspace, t, w):
+                current = self.store.load(t, w, space.space_id)
+                candidate = make_candidate(current, fresh_evidence(current), score, now)
+                stored = current.model_copy(update={"candidates": (*current.candidates, candidate)})
+                self.store.save(stored)
+                self._put(t, w, [stored])
+            return stored, candidate
+
+        stored, candidate = await asyncio.to_thread(add)
+        record_space_task()
+        return Candidate(stored, candidate, task_text(stored, candidate))
+
+    async def submitted(self, tenant_id: str, worker_id: str, space_id: str, task_id: str, run_id: str) -> None:
+        """The task path accepted the candidate: its run is recorded on it."""
+
+        def record() -> None:
+            with locked(self.workspace, tenant_id, worker_id):
+                space = self.store.load(tenant_id, worker_id, space_id)
+                candidates = tuple(
+                    c.model_copy(update={"run_id": run_id}) if c.task_id == task_id else c for c in space.candidates
+                )
+                stored = space.model_copy(update={"candidates": candidates})
+                self.store.save(stored)
+                self._put(tenant_id, worker_id, [stored])
+
+        await asyncio.to_thread(record)
+
+    # -- reading and reviewing ---------------------------------------------------------------
+
+    async def cards(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        *,
+        state: SpaceState | None = None,
+        review: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[dict[str, object]]:
+        index = self.index(tenant_id, worker_id)
+        return await asyncio.to_thread(index.cards, state=state, review=review, limit=limit, offset=offset)
+
+    async def get(self, tenant_id: str, worker_id: str, space_id: str) -> ContextSpace:
+        return await asyncio.to_thread(self.store.load, tenant_id, worker_id, space_id)
+
+    async def events(self, tenant_id: str, worker_id: str, space_id: str) -> list[ContextEvent]:
+        space = await self.get(tenant_id, worker_id, space_id)
+        return await asyncio.to_thread(self.log.read, tenant_id, worker_id, space.evidence_events)
+
+    async def confirm(self, tenant_id: str, worker_id: str, space_id: str) -> ContextSpace:
+        def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
+            return [reviews.confirm(self.store.load(tenant_id, worker_id, space_id), now)]
+
+        return (await self._review(tenant_id, worker_id, change))[0]
+
+    async def refile(self, tenant_id: str, worker_id: str, space_id: str, target_id: str) -> list[ContextSpace]:
+        """[the re-filed space, now merged; the target]."""
+
+        def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
+            source = self.store.load(tenant_id, worker_id, space_id)
+            target = self.store.load(tenant_id, worker_id, target_id)
+            return list(reviews.refile(source, target, now, s))
+
+        return await self._review(tenant_id, worker_id, change)
+
+    async def pin(self, tenant_id: str, worker_id: str, space_id: str, on: bool | None) -> ContextSpace:
+        def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
+            return [reviews.pin(self.store.load(tenant_id, worker_id, space_id), on, now, s)]
+
+        return (await self._review(tenant_id, worker_id, change))[0]
+
+    async def revert(self, tenant_id: str, worker_id: str, space_id: str, event_id: str) -> list[ContextSpace]:
+        """[the space as it was before the resurrection; the fact's new space]."""
+
+        def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
+            space = self.store.load(tenant_id, worker_id, space_id)
+            new_id = self.store.next_id(tenant_id, worker_id)
+            record_space_created()
+            return list(reviews.revert_resurrection(space, event_id, new_id, self.log, now, s))
+
+        return await self._review(tenant_id, worker_id, change)
+
+    async def _review(
+        self, t: str, w: str, change: Callable[[datetime, SpaceSettings], list[ContextSpace]]
+    ) -> list[ContextSpace]:
+        s = self.settings_of(t, w)
+
+        def apply() -> list[ContextSpace]:
+            with locked(self.workspace, t, w):
+                spaces = change(self.clock(), s)
+                for space in spaces:
+                    self.store.save(space)
+                self._put(t, w, spaces)
+            return spaces
+
+        async with self._worker(t, w).lock:
+            return await asyncio.to_thread(apply)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def _sweep_if_due(self, t: str, w: str, s: SpaceSettings, now: datetime) -> None:
+        state = self._worker(t, w)
+        if state.swept is not None and now - state.swept < SWEEP_EVERY and now >= state.swept:
+            return
+        state.swept = now
+        await asyncio.to_thread(self.sweep_now, t, w, s, now)
+
+    def sweep_now(self, t: str, w: str, s: SpaceSettings, now: datetime) -> int:
+        """Blocking: move spaces to the state their last activity and pins say; how many changed."""
+        index = self.index(t, w)
+        day = 86_400.0
+        stale = index.stale(
+            now,
+            s.dormant_after_hours * 3600.0,
+            s.parked_after_days * day,
+            s.archive_after_days * day,
+            (now - DEADLINE_GRACE).timestamp(),
+        )
+        if not stale:
+            return 0
+        changed = []
+        with locked(self.workspace, t, w):
+            for space_id in stale:
+                space = self.store.load(t, w, space_id)
+                settled = settle(space, now, s)
+                if settled != space:
+                    self.store.save(settled)
+                    changed.append(settled)
+            self._put(t, w, changed)
+        return len(changed)
+
+    async def sweep(self, tenant_id: str, worker_id: str) -> int:
+        s, now = self.settings_of(tenant_id, worker_id), self.clock()
+        self._worker(tenant_id, worker_id).swept = now
+        return await asyncio.to_thread(self.sweep_now, tenant_id, worker_id, s, now)
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _put(self, t: str, w: str, spaces: Iterable[ContextSpace]) -> None:
+        state = self._worker(t, w)
+        state.index.put(list(spaces))
+        state.counts = state.index.counts()
+
+    def counts(self, tenant_id: str, worker_id: str) -> dict[str, int]:
+        """Blocking: the worker's spaces by state (and merged)."""
+        state = self._worker(tenant_id, worker_id)
+        state.counts = state.index.counts()
+        return dict(state.counts)
+
+    def samples(self) -> list[GaugeSample]:
+        """context_space_count_by_state over the workers this process has touched (no I/O)."""
+        totals: dict[str, int] = {s.value: 0 for s in SpaceState}
+        for state in list(self._workers.values()):
+            for name, count in state.counts.items():
+                if name in totals:
+                    totals[name] += count
+        help_text = "Context spaces by lifecycle state, summed over the workers whose spaces this process keeps."
+        return [(CONTEXT_SPACES, help_text, (("state", k),), float(v)) for k, v in totals.items()]
+
+    async def start(self, workers: Iterable[tuple[str, str]]) -> None:
+        """Read the counts of the workers that have spaces, and publish them as a gauge."""
+
+        def load() -> None:
+            for t, w in workers:
+                if self.settings_of(t, w).enabled or self.has_spaces(t, w):
+                    self.counts(t, w)
+
+        await asyncio.to_thread(load)
+        register_collector(_COLLECTOR, self.samples)
+
+    async def stop(self) -> None:
+        unregister_collector(_COLLECTOR)
+        for state in self._workers.values():
+            await asyncio.to_thread(state.index.close)
+
+
+def _record(routing: Routing, seconds: float) -> None:
+    match routing:
+        case Anchored():
+            path = "anchor"
+        case Chosen():
+            path = "model"
+        case Resurrect():
+            path = "resurrected"
+        case CreateNew(pending=pending, usable=usable):
+            path = "new_pending" if pending else "new"
+            if not usable:
+                record_space_route_error("unusable_answer")
+        case _:
+            assert_never(routing)
+    record_space_route(path, seconds)

@@ -1,0 +1,80 @@
+"""SpaceStore: a worker's spaces as files, ``runtime/spaces/{space_id}.md`` (Markdown + front matter,
+readable and greppable), replaced atomically; and the counter that numbers new spaces
+(``SPACE_1``, ``SPACE_2`` ...). Writers hold the worker's spaces lock (`paths.locked`). Blocking.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
+
+from genworker.autonomy.spaces.document import parse_space, render_space
+from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound
+from genworker.autonomy.spaces.models import ContextSpace
+from genworker.autonomy.spaces.paths import spaces_dir
+from genworker.fsutil import write_atomic
+from genworker.ids import validate_id
+
+__all__ = ["SPACE_ID", "SpaceStore"]
+
+log = logging.getLogger("genworker.spaces")
+
+SPACE_ID: Final = re.compile(r"^SPACE_([1-9][0-9]{0,11})$")
+_COUNTER: Final = "next_space"
+
+
+class SpaceStore:
+    def __init__(self, workspace: Path, *, durable: bool = True) -> None:
+        self.workspace = workspace
+        self.durable = durable
+
+    def folder(self, tenant_id: str, worker_id: str) -> Path:
+        return spaces_dir(self.workspace, tenant_id, worker_id)
+
+    def path(self, tenant_id: str, worker_id: str, space_id: str) -> Path:
+        if not SPACE_ID.match(validate_id(space_id, "space id")):
+            raise SpaceNotFound(space_id)
+        return self.folder(tenant_id, worker_id) / f"{space_id}.md"
+
+    def load(self, tenant_id: str, worker_id: str, space_id: str) -> ContextSpace:
+        path = self.path(tenant_id, worker_id, space_id)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SpaceNotFound(space_id) from None
+        space = parse_space(text, str(path))
+        if (space.space_id, space.tenant_id, space.worker_id) != (space_id, tenant_id, worker_id):
+            raise SpaceFileError(str(path), f"holds {space.tenant_id}/{space.worker_id}/{space.space_id}")
+        return space
+
+    def save(self, space: ContextSpace) -> None:
+        path = self.path(space.tenant_id, space.worker_id, space.space_id)
+        write_atomic(path, render_space(space).encode("utf-8"), durable=self.durable)
+
+    def all(self, tenant_id: str, worker_id: str) -> Iterator[ContextSpace]:
+        """Every readable space; an unreadable file is logged and skipped (it stays for a person)."""
+        folder = self.folder(tenant_id, worker_id)
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.glob("SPACE_*.md")):
+            try:
+                yield self.load(tenant_id, worker_id, path.stem)
+            except (SpaceFileError, SpaceNotFound, OSError) as exc:
+                log.error("[Spaces] %s skipped: %s", path, exc)
+
+    def next_id(self, tenant_id: str, worker_id: str) -> str:
+        """A new space id; the caller holds the worker's spaces lock. A lost counter is recomputed."""
+        folder = self.folder(tenant_id, worker_id)
+        counter = folder / _COUNTER
+        try:
+            number = int(counter.read_text(encoding="utf-8").strip())
+        except (FileNotFoundError, ValueError):
+            numbers = [int(m.group(1)) for p in folder.glob("SPACE_*.md") if (m := SPACE_ID.match(p.stem))]
+            number = max(numbers, default=0) + 1
+        while (folder / f"SPACE_{number}.md").exists():  # a counter older than the files
+            number += 1
+        write_atomic(counter, f"{number + 1}\n".encode(), durable=self.durable)
+        return f"SPACE_{number}"
