@@ -40,6 +40,7 @@ from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import metrics as metrics_routes
 from genworker.api.routes import outbox as outbox_routes
 from genworker.api.routes import service as service_routes
+from genworker.api.routes import spaces as space_routes
 from genworker.api.routes import suggestions as suggestion_routes
 from genworker.api.routes import supervision as supervision_routes
 from genworker.api.routes import undo as undo_routes
@@ -116,6 +117,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(metrics_routes.router)
     app.include_router(brief_routes.router)
     app.include_router(waiting_routes.router)
+    app.include_router(space_routes.router)
     app.include_router(undo_routes.router)
     app.include_router(engine_run_routes.router)
     app.include_router(service_routes.router)

@@ -20,6 +20,7 @@ from genworker.cli import local as cli_local
 from genworker.cli import output as cli_output
 from genworker.cli import remote as cli_remote
 from genworker.cli import replies as cli_replies
+from genworker.cli import spaces as cli_spaces
 from genworker.cli.http import CliError
 from genworker.observability.logging import configure_logging
 from genworker.settings import Settings, SettingsError, load_settings
@@ -75,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_chat.register(commands)
     cli_remote.register(commands)
     cli_replies.register(commands)
+    cli_spaces.register(commands)
     cli_local.register(commands)
     return parser
 

@@ -48,6 +48,7 @@ from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of,
 from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxFacts, InboxStore, RedisInboxStore
 from genworker.autonomy.sensing import SensorRegistry
+from genworker.autonomy.spaces import SpaceService, build_spaces, pending_spaces
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
 from genworker.autonomy.waiting import FileWaitingStore, RedisWaitingStore, WaitingService, WaitingStore
 from genworker.autonomy.waiting.replies import ChannelReplies
@@ -133,6 +134,7 @@ class Services:
     briefs: BriefService  # interruption budget + scheduled briefs
     waiting: WaitingService  # WAITING plans: event wake-ups + timeout scan
     conflicts: ConflictService  # the Conflict Arbiter: plan-time and commit-time checks, cases
+    spaces: SpaceService  # context spaces: sensed facts gathered before they become tasks (opt-in per worker)
     command_backend: AutonomyCommandBackend  # the IM commands' backend
     delivery: ChannelDelivery  # outbound replies and proactive sends
     outbox: Outbox  # proactive sends once per key, re-sent until delivered
@@ -209,13 +211,18 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     waiting_store: WaitingStore = RedisWaitingStore(shared_url) if shared_url else FileWaitingStore(root)
     brief_store: BriefStore = RedisBriefStore(runtime.redis) if runtime.redis is not None else FileBriefStore(root)
     policy_of = registry_policy(registry)
+    spaces = build_spaces(root, registry, runtime.llm, router.tasks)
     briefs = BriefService(
         brief_store,
         sink=ChannelBriefSink(delivery),
         policy_of=policy_of,
         waiting=waiting_store,
         done=joined(
-            done_runs(router.tasks, root), held_calls(tools.undo), held_results(router.tasks), conflicts.brief_items()
+            done_runs(router.tasks, root),
+            held_calls(tools.undo),
+            held_results(router.tasks),
+            conflicts.brief_items(),
+            pending_spaces(spaces),
         ),
     )
     waiting = WaitingService(
@@ -234,6 +241,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     metrics = WorkerMetrics(root, inbox)  # condition triggers read inbox counts and metrics reported over the API
     heartbeat = HeartbeatService.build(root, router, inbox_aggregate, heartbeat_settings(settings), bus=bus)
     heartbeat.runner.notify_owner = OwnerNotices(briefs, outbox, bindings)
+    heartbeat.runner.spaces = spaces  # facts of the workers that opted in go through their spaces
     duty_outcomes = build_duty_outcomes(router, registry.worker, bus)
     stack.push_async_callback(duty_outcomes.escalations.stop)
     duties = DutyScheduler(
@@ -275,6 +283,8 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     stack.push_async_callback(stop_long_connections, long_connections)
 
     workers = scope.workers()
+    await spaces.start(w.key for w in workers)
+    stack.push_async_callback(spaces.stop)
     await heartbeat.start(workers)
     stack.push_async_callback(heartbeat.stop)
     await duties.start(workers)
@@ -316,6 +326,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         briefs=briefs,
         waiting=waiting,
         conflicts=conflicts,
+        spaces=spaces,
         command_backend=command_backend,
         delivery=delivery,
         outbox=outbox,

@@ -18,8 +18,9 @@ __all__ = [
     "summary_json",
 ]
 
-ItemAction = Literal["summary", "task", "isolated", "duplicate", "dismiss"]
-ItemOutcome = Literal["reported", "silent", "submitted", "duplicate", "dismissed", "failed"]
+ItemAction = Literal["summary", "task", "isolated", "duplicate", "dismiss", "space"]
+# gathered: filed into a context space whose evidence did not call for a task (docs/context-spaces.md)
+ItemOutcome = Literal["reported", "silent", "submitted", "duplicate", "dismissed", "failed", "gathered"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@
     claim up to batch_size items ── none: return (no model call, no file written)
       └─ AttentionLedger.admit: a concern another item took up within its window ─▶ consumed as duplicate
       └─ HeartbeatStrategy.decide_action(item)
+           a worker with context spaces on: the fact is gathered into its space instead, and only a
+                    space whose evidence reached the threshold starts a task (docs/context-spaces.md)
            summary  ─▶ one main-session cognition turn for all of them ─▶ reported | silent | failed
            task     ─▶ a standard task through the router (runs on in the background)
            isolated ─▶ an isolated run in its own thread, reporting back to the main session
@@ -25,7 +27,7 @@ import socket
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Final, Literal, assert_never
 
@@ -56,14 +58,17 @@ from genworker.autonomy.heartbeat.outcomes import (
 )
 from genworker.autonomy.heartbeat.prompts import isolated_prompt, summary_prompt, task_prompt, title_of
 from genworker.autonomy.heartbeat.strategy import (
+    Decision,
     DefaultHeartbeatStrategy,
     Dismiss,
     HeartbeatStrategy,
     RunIsolated,
     SubmitTask,
     Summarize,
+    preferred_skills,
 )
 from genworker.autonomy.inbox import InboxAggregate, InboxError, InboxItem
+from genworker.autonomy.spaces import Candidate, Gathered, SpaceService
 from genworker.bus import EventBus, EventBusError, new_event
 from genworker.observability.metrics import record_heartbeat
 from genworker.worker.context.tokens import truncate_tokens
@@ -110,6 +115,20 @@ class _Claim:
     concern: str
 
 
+@dataclass(slots=True)
+class _Batch:
+    """What one heartbeat decided for its admitted items, as it goes."""
+
+    results: dict[str, ItemResult] = field(default_factory=dict)
+    summarise: list[tuple[_Claim, Summarize]] = field(default_factory=list)
+    started: list[TaskRef] = field(default_factory=list)
+    quiet: list[tuple[_Claim, ItemAction, ItemOutcome, str]] = field(default_factory=list)  # no model call
+
+    def ran(self, result: ItemResult, ref: TaskRef | None) -> None:
+        self.results[result.item_id] = result
+        self.started.extend([ref] if ref is not None else [])
+
+
 class HeartbeatRunner:
     def __init__(
         self,
@@ -134,6 +153,7 @@ class HeartbeatRunner:
         self.strategy: HeartbeatStrategy = strategy or DefaultHeartbeatStrategy()
         self.bus = bus
         self.notify_owner: NotifyOwner | None = None  # reports that need attention go to the owner (composition)
+        self.spaces: SpaceService | None = None  # facts of workers that opted in go through context spaces
         self.clock = clock
         self.owner = owner or f"heartbeat-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
@@ -189,32 +209,17 @@ class HeartbeatRunner:
         admissions = await self.ledger.admit(
             worker.tenant_id, worker.worker_id, [(c.concern, c.item.item_id) for c in claims]
         )
-        results: dict[str, ItemResult] = {}
-        summarise: list[tuple[_Claim, Summarize]] = []
-        started_runs: list[TaskRef] = []
-        quiet: list[tuple[_Claim, ItemAction, ItemOutcome, str]] = []  # consumed together, no model call
+        batch = _Batch()
         for claim, admission in zip(claims, admissions, strict=True):
             match admission:
                 case AlreadySeen(entry=entry):
                     reason = f"concern already taken up by {entry.item_id} within the attention window"
-                    quiet.append((claim, "duplicate", "duplicate", reason))
-                    continue
+                    batch.quiet.append((claim, "duplicate", "duplicate", reason))
                 case Admitted():
-                    pass
+                    await self._take(worker, claim, batch)
                 case _:
                     assert_never(admission)
-            decision = self.strategy.decide_action(claim.item, worker.persona.heartbeat)
-            match decision:
-                case Summarize():
-                    summarise.append((claim, decision))
-                case SubmitTask() | RunIsolated():
-                    result, ref = await self._start(worker, claim, decision)
-                    results[claim.item.item_id] = result
-                    started_runs.extend([ref] if ref is not None else [])
-                case Dismiss(reason=reason):
-                    quiet.append((claim, "dismiss", "dismissed", reason))
-                case _:
-                    assert_never(decision)
+        results, summarise, quiet = batch.results, batch.summarise, batch.quiet
         errors = await self._consume_many([c.item for c, _, _, _ in quiet])
         for (claim, action, outcome, reason), error in zip(quiet, errors, strict=True):
             item_id = claim.item.item_id
@@ -226,8 +231,28 @@ class HeartbeatRunner:
                 results[result.item_id] = result
         ordered = tuple(results[item.item_id] for item in items)
         report = HeartbeatReport(worker.tenant_id, worker.worker_id, started, len(items), ordered, summary)
-        await self._record(report, claims, started_runs)
+        await self._record(report, claims, batch.started)
         return report
+
+    async def _take(self, worker: Worker, claim: _Claim, batch: _Batch) -> None:
+        """Act on one admitted item: into the batch's summary, a run, or the quietly consumed."""
+        decision = self.strategy.decide_action(claim.item, worker.persona.heartbeat)
+        if self._gathers(claim.item, decision):
+            match await self._gather(worker, claim, decision):
+                case str() as reason:
+                    batch.quiet.append((claim, "space", "gathered", reason))
+                case (result, ref):
+                    batch.ran(result, ref)
+            return
+        match decision:
+            case Summarize():
+                batch.summarise.append((claim, decision))
+            case SubmitTask() | RunIsolated():
+                batch.ran(*await self._start(worker, claim, decision))
+            case Dismiss(reason=reason):
+                batch.quiet.append((claim, "dismiss", "dismissed", reason))
+            case _:
+                assert_never(decision)
 
     # -- the summary turn ----------------------------------------------------------------
 
@@ -310,16 +335,49 @@ class HeartbeatRunner:
                 assert_never(summary)
         return results
 
+    # -- context spaces ----------------------------------------------------------------------
+
+    def _gathers(self, item: InboxItem, decision: Decision) -> bool:
+        return self.spaces is not None and not isinstance(decision, Dismiss) and self.spaces.gathers(item)
+
+    async def _gather(
+        self, worker: Worker, claim: _Claim, decision: Decision
+    ) -> str | tuple[ItemResult, TaskRef | None]:
+        """File the fact into its space: the reason it was only gathered, or the result of the task
+        its space's evidence called for. A failure fails the item for a retry."""
+        assert self.spaces is not None
+        item = claim.item
+        try:
+            absorbed = await self.spaces.absorb(item, actionable=isinstance(decision, SubmitTask | RunIsolated))
+        except Exception as exc:  # the model unreachable, an unreadable space file: the fact is retried
+            why = f"context space routing failed: {type(exc).__name__}: {exc}"
+            log.warning("[Heartbeat] %s/%s: %s", item.tenant_id, item.worker_id, why)
+            await self.ledger.release(item.tenant_id, item.worker_id, [(claim.concern, item.item_id)])
+            await self._fail(item, why, retry=True)
+            return ItemResult(item.item_id, claim.concern, "space", "failed", "context spaces", error=why), None
+        match absorbed:
+            case Gathered(reason=reason):
+                return reason
+            case Candidate():
+                return await self._start(worker, claim, SubmitTask(absorbed.reason, preferred_skills(item)), absorbed)
+            case _:
+                assert_never(absorbed)
+
     # -- tasks and isolated runs -------------------------------------------------------------
 
     async def _start(
-        self, worker: Worker, claim: _Claim, decision: SubmitTask | RunIsolated
+        self, worker: Worker, claim: _Claim, decision: SubmitTask | RunIsolated, space: Candidate | None = None
     ) -> tuple[ItemResult, TaskRef | None]:
         item = claim.item
         kind: RunKind = "isolated" if isinstance(decision, RunIsolated) else "task"
         main_key = self.main.key(worker.worker_id) if kind == "isolated" else None
         try:
-            stream = self.router.route_stream(self._run_request(worker, item, decision, main_key))
+            request = self._run_request(worker, item, decision, main_key)
+            if space is not None:  # the space's task: its text, its sources, once per candidate
+                evidence = replace(request.evidence, confidence=space.candidate.score, sources=space.candidate.sources)
+                key = f"space:{space.candidate.task_id}"
+                request = replace(request, text=space.text, evidence=evidence, idempotency_key=key)
+            stream = self.router.route_stream(request)
             accepted = await anext(stream)
         except Exception as exc:
             # a route error or malformed evidence in the payload is a configuration problem: no retry
@@ -342,6 +400,8 @@ class HeartbeatRunner:
         task = asyncio.create_task(self._follow(worker, item, ref, stream), name=f"heartbeat-{kind}:{ref.run_id}")
         self._runs[ref.run_id] = task
         task.add_done_callback(lambda _: self._runs.pop(ref.run_id, None))
+        if space is not None:
+            await self._submitted(space, ref.run_id)
         error = await self._consume(item)
         await self.ledger.settle(
             item.tenant_id, item.worker_id, {claim.concern: Settlement(kind, "submitted", ref.run_id)}
@@ -382,6 +442,15 @@ class HeartbeatRunner:
             goal_id=goal_id,
             evidence=evidence_from(item.payload),  # raises GovernanceInputError naming a malformed field
         )
+
+    async def _submitted(self, space: Candidate, run_id: str) -> None:
+        s, c = space.space, space.candidate
+        if self.spaces is None:
+            return
+        try:
+            await self.spaces.submitted(s.tenant_id, s.worker_id, s.space_id, c.task_id, run_id)
+        except Exception:  # the run is started; a retry of the item finds it again by its idempotency key
+            log.exception("[Heartbeat] %s: run %s not recorded on %s", s.space_id, run_id, c.task_id)
 
     async def _follow(self, worker: Worker, item: InboxItem, ref: TaskRef, stream: AsyncIterator[RouterEvent]) -> None:
         """Drive the accepted run to its end, then record it (and report an isolated run back)."""

@@ -28,6 +28,7 @@ from genworker.autonomy.spaces.models import (
 from genworker.autonomy.spaces.router import ContextSpaceRouter
 from genworker.autonomy.spaces.service import Absorbed, Candidate, Gathered, RunOpen, SpaceService
 from genworker.autonomy.spaces.store import SpaceStore
+from genworker.autonomy.spaces.wiring import build_spaces
 
 __all__ = [
     "CHOICE_TOOL",
@@ -57,6 +58,7 @@ __all__ = [
     "SpaceStore",
     "SpaceTransitionError",
     "TaskCandidate",
+    "build_spaces",
     "event_from_item",
     "evidence_score",
     "pending_spaces",

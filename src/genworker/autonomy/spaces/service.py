@@ -30,6 +30,7 @@ from genworker.autonomy.inbox import InboxItem
 from genworker.autonomy.spaces import review as reviews
 from genworker.autonomy.spaces.chooser import ChooserUnavailable
 from genworker.autonomy.spaces.config import SpaceSettings
+from genworker.autonomy.spaces.errors import SpaceNotFound
 from genworker.autonomy.spaces.event_log import EventLog
 from genworker.autonomy.spaces.evidence import evidence_score, fresh_evidence, make_candidate, task_text
 from genworker.autonomy.spaces.facts import event_from_item
@@ -131,7 +132,13 @@ class SpaceService:
 
     def has_spaces(self, tenant_id: str, worker_id: str) -> bool:
         """Blocking: whether the worker ever had a space (without creating anything)."""
-        return (tenant_id, worker_id) in self._workers or self.store.folder(tenant_id, worker_id).is_dir()
+        return self.store.folder(tenant_id, worker_id).is_dir()
+
+    async def exists(self, tenant_id: str, worker_id: str) -> bool:
+        return await asyncio.to_thread(self.has_spaces, tenant_id, worker_id)
+
+    async def count(self, tenant_id: str, worker_id: str) -> dict[str, int]:
+        return await asyncio.to_thread(self.counts, tenant_id, worker_id)
 
     def gathers(self, item: InboxItem) -> bool:
         """Whether `item` goes through spaces: its worker opted in, and it is a fact about work."""
@@ -273,7 +280,7 @@ class SpaceService:
         def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
             return [reviews.confirm(self.store.load(tenant_id, worker_id, space_id), now)]
 
-        return (await self._review(tenant_id, worker_id, change))[0]
+        return (await self._review(tenant_id, worker_id, space_id, change))[0]
 
     async def refile(self, tenant_id: str, worker_id: str, space_id: str, target_id: str) -> list[ContextSpace]:
         """[the re-filed space, now merged; the target]."""
@@ -283,13 +290,13 @@ class SpaceService:
             target = self.store.load(tenant_id, worker_id, target_id)
             return list(reviews.refile(source, target, now, s))
 
-        return await self._review(tenant_id, worker_id, change)
+        return await self._review(tenant_id, worker_id, space_id, change)
 
     async def pin(self, tenant_id: str, worker_id: str, space_id: str, on: bool | None) -> ContextSpace:
         def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
             return [reviews.pin(self.store.load(tenant_id, worker_id, space_id), on, now, s)]
 
-        return (await self._review(tenant_id, worker_id, change))[0]
+        return (await self._review(tenant_id, worker_id, space_id, change))[0]
 
     async def revert(self, tenant_id: str, worker_id: str, space_id: str, event_id: str) -> list[ContextSpace]:
         """[the space as it was before the resurrection; the fact's new space]."""
@@ -300,14 +307,16 @@ class SpaceService:
             record_space_created()
             return list(reviews.revert_resurrection(space, event_id, new_id, self.log, now, s))
 
-        return await self._review(tenant_id, worker_id, change)
+        return await self._review(tenant_id, worker_id, space_id, change)
 
     async def _review(
-        self, t: str, w: str, change: Callable[[datetime, SpaceSettings], list[ContextSpace]]
+        self, t: str, w: str, space_id: str, change: Callable[[datetime, SpaceSettings], list[ContextSpace]]
     ) -> list[ContextSpace]:
         s = self.settings_of(t, w)
 
         def apply() -> list[ContextSpace]:
+            if not self.store.path(t, w, space_id).is_file():  # before the lock: nothing made for a typo
+                raise SpaceNotFound(space_id)
             with locked(self.workspace, t, w):
                 spaces = change(self.clock(), s)
                 for space in spaces:
@@ -352,6 +361,8 @@ class SpaceService:
         return len(changed)
 
     async def sweep(self, tenant_id: str, worker_id: str) -> int:
+        if not await self.exists(tenant_id, worker_id):
+            return 0
         s, now = self.settings_of(tenant_id, worker_id), self.clock()
         self._worker(tenant_id, worker_id).swept = now
         return await asyncio.to_thread(self.sweep_now, tenant_id, worker_id, s, now)
