@@ -178,6 +178,13 @@ ROUTES = [
     ("POST", "/api/v1/workers/{worker_id}/plans"),
     ("GET", "/api/v1/workers/{worker_id}/plans/{plan_id}"),
     ("POST", "/api/v1/workers/{worker_id}/plans/{plan_id}/finish"),
+    ("POST", "/api/v1/workers/{worker_id}/feedback-events"),
+    ("GET", "/api/v1/workers/{worker_id}/feedback-events"),
+    ("GET", "/api/v1/workers/{worker_id}/learning"),
+    ("GET", "/api/v1/workers/{worker_id}/learning/decisions"),
+    ("POST", "/api/v1/workers/{worker_id}/learning/versions/{version}/apply"),
+    ("POST", "/api/v1/workers/{worker_id}/learning/rollback"),
+    ("POST", "/api/v1/workers/{worker_id}/learning/unfreeze"),
 ]
 INVALID = {
     "too-long": "x" * 300,

@@ -100,6 +100,20 @@ class RecordingBackend:
         self.calls.append(("conflict", conflict_id, decision, by))
         return {"id": conflict_id, "decision": decision}
 
+    async def policy(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
+        versions = [
+            {"version": 1, "status": "rolled_back", "changes": [{"action": "label_issue", "gate": "confirm"}]},
+            {"version": 2, "status": "active", "changes": [{"action": "close_issue", "gate": "auto"}]},
+        ]
+        return {"policy_version": 2, "frozen": None, "rules": {"close_issue": "auto"}, "versions": versions}
+
+    async def rollback_policy(self, tenant_id: str, worker_id: str, by: str) -> dict[str, Any]:
+        self.calls.append(("rollback_policy", by))
+        return {"version": 2, "status": "rolled_back", "changes": "close_issue -> auto"}
+
+    async def unfreeze_learning(self, tenant_id: str, worker_id: str, by: str) -> None:
+        raise ValueError("learning is not frozen")
+
     def _wait(self, action: str, plan_id: str, by: str) -> dict[str, Any]:
         if plan_id == "wait_gone":
             raise LookupError(plan_id)
@@ -220,6 +234,22 @@ def test_conflict_commands_are_for_approvers(worker: Worker) -> None:
         ("conflict", "cc_1", "proceed", "slack:U_BOSS"),
         ("conflict", "cc_2", "drop", "slack:U_LEAD"),
     ]
+
+
+def test_learning_commands_are_for_approvers(worker: Worker) -> None:
+    backend = RecordingBackend()
+    for text in ("/policy", "/rollback_policy", "/unfreeze_learning"):
+        assert "only this worker's owner" in run(text, "U_PEER", worker, backend)
+    assert run("/policy", "U_BOSS", worker, backend).splitlines() == [
+        "Policy version 2 decides",
+        "- v1 rolled_back: label_issue -> confirm",
+        "- v2 active: close_issue -> auto",
+    ]
+    assert run("/rollback_policy", "U_LEAD", worker, backend) == (
+        "Policy version 2 rolled back (close_issue -> auto): the worker decides as before it."
+    )
+    assert run("/unfreeze_learning", "U_BOSS", worker, backend) == "Cannot do that: learning is not frozen"
+    assert backend.calls == [("rollback_policy", "slack:U_LEAD")]
 
 
 def test_open_commands(worker: Worker) -> None:

@@ -26,11 +26,13 @@ EXAMPLE: Final[dict[str, Any]] = {
 # a name that is not only white space (governance strips names)
 Name = Annotated[str, Field(min_length=1, pattern=r"\S")]
 _ONE_OF: Final = ("evidence_sources", "sources")
+_KEY: Final = r"^[A-Za-z0-9_][^\x00-\x1f\x7f]*$"
 
 
 class PlannedEffectBody(RequestBody):
-    resource_key: str = Field(min_length=1, max_length=300, pattern=r"\S", examples=["github:issue:42"])
-    operation: str = Field(min_length=1, max_length=300, pattern=r"\S", examples=["set_status:closed"])
+    # starting with a letter, digit or '_', no control characters (a class every regex engine reads alike)
+    resource_key: str = Field(max_length=300, pattern=_KEY, examples=["github:issue:42"])
+    operation: str = Field(max_length=300, pattern=_KEY, examples=["set_status:closed"])
     expected_version: str | None = Field(None, max_length=300, description="the ETag / updated_at read")
     reversibility: Literal["reversible", "undo_window", "irreversible"] = "reversible"
 

@@ -1,7 +1,7 @@
 """AutonomyCommandBackend: what the IM commands (/confirmations, /approve_confirmation,
 /reject_confirmation, /suggestions, /approve_suggestion, /reject_suggestion, /feedback, /status,
-/deferred, /undo, /waits, /cancel_wait, /resume_wait, /conflicts, /resolve_conflict) do, over the
-same stores and aggregates the HTTP API uses.
+/deferred, /undo, /waits, /cancel_wait, /resume_wait, /conflicts, /resolve_conflict, /policy,
+/rollback_policy, /unfreeze_learning) do, over the same stores and aggregates the HTTP API uses.
 
 Unknown ids raise LookupError; an already decided confirmation or suggestion, or a wait that can
 no longer be cancelled or resumed, raises ValueError.
@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from genworker.autonomy.conflicts.service import ConflictService
 from genworker.autonomy.goals import GoalAggregate, goal_health
+from genworker.autonomy.learning import LearningService
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate
 from genworker.autonomy.waiting import WaitingPlan, WaitingService
 from genworker.worker.confirmations.resolve import resolve
@@ -50,6 +51,7 @@ class AutonomyCommandBackend:
         self.clock = clock
         self.waiting = waiting
         self.conflict_service = conflicts
+        self.learning: LearningService | None = None  # set by the composition root
 
     def confirmations(self, tenant_id: str, worker_id: str) -> list[dict[str, Any]]:
         pending = self.router.confirmations.list(tenant_id, worker_id, "pending")
@@ -123,6 +125,24 @@ class AutonomyCommandBackend:
             tenant_id, conflict_id, "proceed" if decision == "proceed" else "drop", by
         )
         return {"id": settled.conflict_id, "status": settled.status, "decision": settled.decision, "call": waiting}
+
+    async def policy(self, tenant_id: str, worker_id: str) -> dict[str, Any]:
+        """The learned policy: the version deciding, versions in shadow, whether learning is frozen."""
+        overview = await self._learning().overview(tenant_id, worker_id)
+        return {k: overview[k] for k in ("policy_version", "frozen", "rules", "versions")}
+
+    async def rollback_policy(self, tenant_id: str, worker_id: str, by: str) -> dict[str, Any]:
+        """The newest applied version rolled back; ValueError when none is applied."""
+        version = await self._learning().rollback(tenant_id, worker_id, by)
+        return {"version": version.version, "status": version.status, "changes": version.describe()}
+
+    async def unfreeze_learning(self, tenant_id: str, worker_id: str, by: str) -> None:
+        await self._learning().unfreeze(tenant_id, worker_id, by)
+
+    def _learning(self) -> LearningService:
+        if self.learning is None:
+            raise ValueError("learning from feedback is not available on this runtime")
+        return self.learning
 
     def _conflicts(self) -> ConflictService:
         if self.conflict_service is None:

@@ -39,6 +39,9 @@ COMMANDS: dict[str, str] = {
     "resume_wait": "<id> resume a waiting plan now, without its event",
     "conflicts": "list conflicts between plans waiting for a person",
     "resolve_conflict": "<id> proceed|drop let the later plan go ahead, or drop it",
+    "policy": "what the worker learned from feedback: the policy version deciding, versions in shadow",
+    "rollback_policy": "roll back the newest learned policy version",
+    "unfreeze_learning": "let the worker learn from feedback again after a spike of negative feedback froze it",
     "status": "what the worker is doing",
 }
 _PRIVILEGED = frozenset(
@@ -56,6 +59,9 @@ _PRIVILEGED = frozenset(
         "resume_wait",
         "conflicts",
         "resolve_conflict",
+        "policy",
+        "rollback_policy",
+        "unfreeze_learning",
     }
 )
 _NEEDS_ARG = frozenset(
@@ -107,6 +113,12 @@ class CommandBackend(Protocol):
     async def resolve_conflict(
         self, tenant_id: str, worker_id: str, conflict_id: str, decision: str, by: str
     ) -> dict[str, Any]: ...
+
+    async def policy(self, tenant_id: str, worker_id: str) -> dict[str, Any]: ...
+
+    async def rollback_policy(self, tenant_id: str, worker_id: str, by: str) -> dict[str, Any]: ...
+
+    async def unfreeze_learning(self, tenant_id: str, worker_id: str, by: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +220,8 @@ async def _run(command: ParsedCommand, message: ChannelMessage, backend: Command
             return await _wait_command(command, t, w, by, backend)
         case "conflicts" | "resolve_conflict":
             return await _conflict_command(command, t, w, by, backend)
+        case "policy" | "rollback_policy" | "unfreeze_learning":
+            return await _learning_command(command, t, w, by, backend)
         case "status":
             status = await asyncio.to_thread(backend.status, t, w)
             return "\n".join(f"{k}: {v}" for k, v in status.items()) or "No status."
@@ -235,6 +249,21 @@ async def _conflict_command(command: ParsedCommand, t: str, w: str, by: str, bac
         return f"Usage: /resolve_conflict {COMMANDS['resolve_conflict']}"
     done = await backend.resolve_conflict(t, w, conflict_id, choice.strip(), by)
     return f"Conflict {conflict_id} {'settled: it proceeds' if done.get('decision') == 'proceed' else 'dropped'}."
+
+
+async def _learning_command(command: ParsedCommand, t: str, w: str, by: str, backend: CommandBackend) -> str:
+    if command.name == "rollback_policy":
+        done = await backend.rollback_policy(t, w, by)
+        return f"Policy version {done['version']} rolled back ({done['changes']}): the worker decides as before it."
+    if command.name == "unfreeze_learning":
+        await backend.unfreeze_learning(t, w, by)
+        return "Learning from feedback is on again."
+    policy = await backend.policy(t, w)
+    lines = [f"Policy version {policy['policy_version']} decides" + (" (learning frozen)" if policy["frozen"] else "")]
+    for version in policy["versions"][-_LIST_LIMIT:]:
+        changes = ", ".join(f"{c['action']} -> {c['gate']}" for c in version["changes"])
+        lines.append(f"- v{version['version']} {version['status']}: {changes}")
+    return "\n".join(lines)
 
 
 def _listing(title: str, items: list[dict[str, Any]], label: Callable[[dict[str, Any]], str]) -> str:

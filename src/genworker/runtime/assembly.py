@@ -47,6 +47,7 @@ from genworker.autonomy.goals import GoalAggregate, GoalEvaluator, GoalProgressC
 from genworker.autonomy.goals.jobs import LifecycleJobs, confirmation_policy_of, lifecycle_settings
 from genworker.autonomy.heartbeat import HeartbeatService, OwnerNotices, heartbeat_settings
 from genworker.autonomy.inbox import FileInboxStore, InboxAggregate, InboxFacts, InboxStore, RedisInboxStore
+from genworker.autonomy.learning import LearningService, build_learning
 from genworker.autonomy.sensing import SensorRegistry
 from genworker.autonomy.spaces import SpaceService, build_spaces, pending_spaces
 from genworker.autonomy.suggestions import FeedbackStore, SuggestionAggregate, SuggestionDetectors, SuggestionStore
@@ -134,6 +135,7 @@ class Services:
     briefs: BriefService  # interruption budget + scheduled briefs
     waiting: WaitingService  # WAITING plans: event wake-ups + timeout scan
     conflicts: ConflictService  # the Conflict Arbiter: plan-time and commit-time checks, cases
+    learning: LearningService  # feedback -> learned policy versions: shadow, applied, rolled back
     spaces: SpaceService  # context spaces: sensed facts gathered before they become tasks (opt-in per worker)
     command_backend: AutonomyCommandBackend  # the IM commands' backend
     delivery: ChannelDelivery  # outbound replies and proactive sends
@@ -259,6 +261,10 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     scope = AutonomyScope(registry, _ownership(aredis, leases))
     await scope.beat()
     stack.push_async_callback(scope.release)
+    learning = build_learning(root, registry, router.tasks, suggestions, bus, scope.runs_here)
+    router.governance.learned, command_backend.learning = learning.overlay, learning
+    await learning.start()
+    stack.push_async_callback(learning.stop)
     lifecycle = _lifecycle(runtime, router, goals, suggestions, inbox, bus, briefs, scope)
 
     await outbox.start(alive=leases.alive)  # what a stopped process left is picked up
@@ -326,6 +332,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         briefs=briefs,
         waiting=waiting,
         conflicts=conflicts,
+        learning=learning,
         spaces=spaces,
         command_backend=command_backend,
         delivery=delivery,

@@ -7,7 +7,9 @@
 - ``goal_completion``: completes the goal through the GoalAggregate;
 - ``duty_drift``: recorded as acknowledged (a person reviews the duty; nothing is changed for them);
 - ``duty``: writes ``duties/{duty_id}.md`` (refused if that file exists): a duty that keeps a
-  completed goal's result (a goal with ``on_complete: create_duty``), manual and propose-only.
+  completed goal's result (a goal with ``on_complete: create_duty``), manual and propose-only;
+- any kind with an applier registered in ``appliers`` (``policy``: a learned policy version is
+  applied, autonomy/learning).
 
 Deciding holds the suggestion's lock, so two people approving at once apply it once; the second
 gets SuggestionDecided. A failed apply leaves the suggestion pending with the error raised.
@@ -16,6 +18,7 @@ gets SuggestionDecided. A failed apply leaves the suggestion pending with the er
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,6 +85,7 @@ class SuggestionAggregate:
     def __init__(self, store: SuggestionStore, goals: GoalAggregate) -> None:
         self.store = store
         self.goals = goals
+        self.appliers: dict[str, Callable[[Suggestion], str]] = {}  # kind -> what approving does
 
     @property
     def root(self) -> Path:
@@ -107,6 +111,8 @@ class SuggestionAggregate:
 
     def _apply(self, s: Suggestion) -> str:
         p = s.payload
+        if s.kind in self.appliers:
+            return self.appliers[s.kind](s)
         match s.kind:
             case "skill":
                 skill_id = str(p["skill_id"])
@@ -138,3 +144,5 @@ class SuggestionAggregate:
                 return path.relative_to(self.root).as_posix()
             case "duty_drift":
                 return f"acknowledged: review duty {p.get('duty_id')}"
+            case _:
+                raise ValueError(f"nothing applies a suggestion of kind {s.kind!r} on this runtime")

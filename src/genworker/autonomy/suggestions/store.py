@@ -33,7 +33,7 @@ __all__ = [
 log = logging.getLogger("genworker.suggestions")
 
 SCHEMA_VERSION: Final = 1
-SuggestionKind = Literal["skill", "rule", "goal_completion", "duty_drift", "duty"]
+SuggestionKind = Literal["skill", "rule", "goal_completion", "duty_drift", "duty", "policy"]
 SuggestionStatus = Literal["pending", "approved", "rejected"]
 
 

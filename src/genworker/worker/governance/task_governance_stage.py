@@ -1,8 +1,9 @@
 """TaskGovernanceStage: the router's step before skill matching.
 
 It binds the task to a duty, snapshots the duty contract, runs the decision table and the
-Policy Gate (which may turn auto into gated: `confirm`), lets an approval lift a gate, writes
-the policy snapshot, and returns the manifest fields and the
+Policy Gate (which may turn auto into gated: `confirm`), applies the worker's learned policy when one
+is attached (`learned`, autonomy/learning: it may tighten or, never for an irreversible action, lift
+the gate), lets an approval lift a gate, writes the policy snapshot, and returns the manifest fields and the
 decision. `evaluate` does blocking file I/O; `evaluate_async` runs it in a worker thread.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
+from typing import Protocol
 
 from genworker.worker.governance.approval_resolver import ApprovalResolver
 from genworker.worker.governance.decision_table import TABLE_VERSION, Facts, apply_approval, decide
@@ -33,10 +35,26 @@ from genworker.worker.governance.snapshots import (
 from genworker.workspace.models import DutySpec
 from genworker.write_journal import DIRECT, DurableFiles
 
-__all__ = ["TABLE_SOURCE", "TaskGovernanceStage"]
+__all__ = ["TABLE_SOURCE", "LearnedPolicy", "TaskGovernanceStage"]
 
 TABLE_SOURCE = f"genworker:task_governance_table/v{TABLE_VERSION}"
 _DEFAULTS_FILE = "_defaults.md"
+
+
+class LearnedPolicy(Protocol):
+    """The worker's learned policy over the gate (autonomy/learning)."""
+
+    def adjust(
+        self, inp: GovernanceInput, facts: Facts, table: GovernanceDecision, decision: GovernanceDecision
+    ) -> GovernanceDecision:
+        """The decision as the learned policy makes it (`table`: before the Policy Gate)."""
+        ...
+
+    def record(
+        self, inp: GovernanceInput, facts: Facts, table: GovernanceDecision, decision: GovernanceDecision, ref: str
+    ) -> None:
+        """Log the decision (its policy snapshot `ref`) with what versions in shadow would have decided."""
+        ...
 
 
 class TaskGovernanceStage:
@@ -53,6 +71,7 @@ class TaskGovernanceStage:
         self._approvals = approvals or ApprovalResolver()
         self._bindings = bindings or DutyBindingResolver()
         self.gate = PolicyGate()
+        self.learned: LearnedPolicy | None = None
 
     async def evaluate_async(self, inp: GovernanceInput) -> GovernanceOutcome:
         # on the event loop when snapshot writes are journaled (no fsync there), else in a worker thread
@@ -62,8 +81,10 @@ class TaskGovernanceStage:
         binding = self._bindings.resolve(inp)
         facts = Facts.gather(inp, binding)
         contract_ref = self._save_contract(inp, binding.duty)
-        decision = replace(decide(facts), policy_sources=self._sources(inp, binding))
-        decision = gate_decision(self.gate, inp, facts, decision)
+        table = replace(decide(facts), policy_sources=self._sources(inp, binding))
+        decision = gate_decision(self.gate, inp, facts, table)
+        if self.learned is not None:
+            decision = self.learned.adjust(inp, facts, table, decision)
         inputs = _inputs(facts, inp, contract_ref)
         gate_ref = None
         if decision.action == "gated":  # the policy a confirmation approves; an approval must name it
@@ -72,6 +93,8 @@ class TaskGovernanceStage:
         if inp.approval_ref is not None:
             decision, inputs, approved = self._consider_approval(inp, inp.approval_ref, decision, inputs, gate_ref)
         snapshot_path, ref = self.snapshots.save_policy(_snapshot(inp, inputs, decision))
+        if self.learned is not None:
+            self.learned.record(inp, facts, table, decision, snapshot_path)
         duty = binding.duty
         step = duty.process_step if duty is not None else None
         duty_preferred = duty.preferred_skill_ids if duty is not None else ()
