@@ -8,6 +8,10 @@ write the shared profile's fixed key names, which no other test may see. nginx r
 own user in the foreground with a config generated under the test's tmp folder; its `location /`
 block is read from deploy/nginx.conf, so the proxy settings tested are the ones shipped.
 
+The test modules share one cluster, whose processes hold instance leases of LEASE_TTL_S (a process
+killed by a test is taken over within seconds). `Cluster.restart(i)` starts process i again on its
+port after a SIGTERM or a kill; tests that leave a process stopped come last (test_cluster_handover.py).
+
 Without Redis or nginx the cluster tests skip with a one-line reason; GENWORKER_REQUIRE_REDIS=1
 makes a missing Redis, and GENWORKER_REQUIRE_NGINX=1 a missing nginx, a failure (.ci/run sets both).
 """
@@ -45,6 +49,7 @@ from genworker.testing.vendors import Vendor
 ROOT = Path(__file__).resolve().parents[2]
 PROCESSES = 3
 DEADLINE_S = 180  # a bound on waiting for a loaded 2-core machine, not a measurement
+LEASE_TTL_S = 6
 KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
 
 
@@ -154,7 +159,21 @@ class Cluster:
     redis_url: str
     api_key: str
     nginx_log: Path
+    home: Path
+    env: dict[str, str]
     clients: list[httpx.Client] = field(default_factory=list)
+    stopped: list[Process] = field(default_factory=list)  # replaced by `restart`: their logs are kept
+
+    def restart(self, index: int, **settings: str) -> Process:
+        """Process `index` again, on the same port, once the previous one has exited (with `settings`
+        added to its environment); ready when returned."""
+        old = self.processes[index]
+        assert old.popen.poll() is not None, f"process {index} is still running"
+        self.stopped.append(old)
+        process = start_process(index, self.home, self.workspace, self.env | settings, port=old.port)
+        self.processes[index] = process
+        until(lambda: httpx.get(process.url + "/readiness").status_code == 200, "/readiness 200", process.check_alive)
+        return process
 
     def client(self, base_url: str) -> httpx.Client:
         client = httpx.Client(base_url=base_url, timeout=DEADLINE_S)
@@ -182,9 +201,9 @@ def prepare_workspace(source: Path, dest: Path) -> str:
     return ApiKeyStore(dest).create("demo")[1]
 
 
-def start_process(index: int, home: Path, workspace: Path, env: dict[str, str]) -> Process:
-    port = free_port()
-    log = home / f"genworker-{index}.log"
+def start_process(index: int, home: Path, workspace: Path, env: dict[str, str], port: int | None = None) -> Process:
+    port = port or free_port()
+    log = home / f"genworker-{index}-{time.monotonic_ns()}.log"
     command = [str(Path(sys.executable).with_name("genworker")), "run", "--host", "127.0.0.1", "--port", str(port)]
     with log.open("wb") as sink:  # the child keeps its own copy of the handle
         popen = subprocess.Popen(
@@ -203,7 +222,7 @@ def stop(popen: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             popen.wait(60)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster_redis() -> Iterator[str]:
     url = cluster_redis_url()
     client = redis.Redis.from_url(url, socket_connect_timeout=1)
@@ -216,7 +235,7 @@ def cluster_redis() -> Iterator[str]:
     yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def cluster(
     cluster_redis: str, demo_workspace_src: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
@@ -233,6 +252,7 @@ def cluster(
             REDIS_URL=cluster_redis,
             GENWORKER_SLACK_API_BASE=slack_api.url,
             GENWORKER_CONFIG_DIR=str(home / "configs"),
+            GENWORKER_INSTANCE_LEASE_TTL_S=str(LEASE_TTL_S),
         )
         env = {k: v for k, v in os.environ.items() if k in KEEP_ENV} | settings
         processes = [start_process(i, home, workspace, env) for i in range(PROCESSES)]
@@ -248,7 +268,7 @@ def cluster(
                 stderr=subprocess.STDOUT,
             )
         made = Cluster(workspace, processes, f"http://127.0.0.1:{nginx_port}", model, slack, cluster_redis, api_key,
-                       prefix / "error.log")  # fmt: skip
+                       prefix / "error.log", home, env)  # fmt: skip
         try:
             for process in processes:
                 until(lambda p=process: httpx.get(p.url + "/readiness").status_code == 200, "/readiness 200",
@@ -267,7 +287,8 @@ def cluster(
             for client in made.clients:
                 client.close()
             stop(balancer, signal.SIGQUIT)  # nginx's graceful stop
-            for process in processes:
-                process.popen.send_signal(signal.SIGTERM)
-            for process in processes:
+            for process in made.processes:
+                if process.popen.poll() is None:
+                    process.popen.send_signal(signal.SIGTERM)
+            for process in made.processes:
                 stop(process.popen)

@@ -19,10 +19,13 @@ from genworker.observability.logging import internal_error_message, log_internal
 from genworker.runtime.composition import Runtime
 from genworker.worker.router import RouteAccepted, RouteError, RouteRequest, RouterEvent, WorkerRouter
 from genworker.worker.routing import RouteEvents
+from genworker.worker.task import RunRef
 
 __all__ = ["ROUTE_STATUSES", "RunHandle", "route_error", "start_run"]
 
 log = logging.getLogger("genworker.api")
+
+SHUT_DOWN = "the server shut down before the run ended; it was interrupted"
 
 # The status the API answers a request the router cannot route with, by RouteError code.
 ROUTE_STATUSES: Mapping[str, int] = {
@@ -51,6 +54,13 @@ def route_error(exc: RouteError) -> ApiError:
     return ApiError(ROUTE_STATUSES.get(exc.code, 404), exc.code, str(exc), headers)
 
 
+async def _interrupt(router: WorkerRouter, ref: RunRef) -> None:
+    try:
+        await router.tasks.interrupt(ref, SHUT_DOWN)
+    except Exception:  # it ended meanwhile, or the disk failed: the next start's recovery sees it
+        log.warning("[API] run %s could not be recorded interrupted at shutdown", ref.run_id, exc_info=True)
+
+
 def router_of(runtime: Runtime) -> WorkerRouter:
     return runtime.services.router
 
@@ -72,6 +82,10 @@ async def start_run(runtime: Runtime, req: RouteRequest) -> RunHandle:
         except Exception as exc:  # the router could not record it (Settler.internal_error)
             message = internal_error_message(log_internal_error(log, f"[API] run {run_id} failed", exc))
             await events.put(RunError(run_id, "internal_error", message))
+        except asyncio.CancelledError:  # the server is shutting down and its grace has run out (Runtime.drain)
+            await events.put(RunError(run_id, "shutting_down", SHUT_DOWN))
+            await _interrupt(router, RunRef(req.tenant_id, req.worker_id, run_id))
+            raise
         finally:
             events.close()
 

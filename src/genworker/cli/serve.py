@@ -2,26 +2,43 @@
 background (cli/startup.py) and serve it with uvicorn once it has started.
 
 A taken port fails before anything runs: no scheduler, sensor or duty run touches a workspace
-that another process may be serving. A SIGTERM stops the server gracefully and exits 0; a runtime
-that fails to start ends the process with status 3.
+that another process may be serving. A runtime that fails to start ends the process with status 3.
+
+A SIGTERM drains the process and exits 0 (docs/deploy.md#graceful-shutdown): `/readiness` turns
+503 `shutting_down` at once; the listening sockets and idle connections close (a load balancer
+moves new requests to the other processes); the runtime hands over its worker claims and IM long
+connections (`Runtime.drain`); open chat streams and runs go on for up to
+GENWORKER_SHUTDOWN_GRACE_S (30 s), after which the runs still going are interrupted and their
+streams end with a `shutting_down` error event; then the runtime stops and releases its lease.
+
+Idle kept-alive connections stay open GENWORKER_KEEP_ALIVE_S (75 s): longer than a load balancer
+keeps its idle connections to the process (nginx: 60 s), so the balancer closes them first and never
+sends a request on a connection the process is closing at that moment.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import gc
 import logging
+import math
 import signal
 import socket
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from genworker.cli.http import CliError
 from genworker.settings import Settings
+
+if TYPE_CHECKING:
+    from genworker.runtime.composition import Runtime
 
 __all__ = ["listen", "serve"]
 
 STARTUP_FAILURE = 3  # uvicorn's exit status when the app's start-up fails
 BACKLOG = 2048  # uvicorn's default
+STUCK_CONNECTIONS_S = 5  # after the grace, how long connections get to close before they are cut
 
 
 def listen(host: str, port: int) -> list[socket.socket]:
@@ -52,6 +69,8 @@ def listen(host: str, port: int) -> list[socket.socket]:
 
 def serve(settings: Settings) -> int:
     wait_s = settings.number("GENWORKER_STARTUP_WAIT_S", 30, 0, 3600)
+    grace_s = settings.number("GENWORKER_SHUTDOWN_GRACE_S", 30, 0, 86_400)
+    keep_alive_s = settings.number("GENWORKER_KEEP_ALIVE_S", 75, 1, 3600)
     listeners = listen(settings.http_host, settings.http_port)
     # Importing the application and loading the workspace make hundreds of thousands of objects and
     # almost no garbage, and full collections over that growing heap took 1-2 s of a 7-9 s start on
@@ -59,10 +78,20 @@ def serve(settings: Settings) -> int:
     # collects once, freezes what start-up made, and turns it back on).
     gc.disable()
     import uvicorn
+    from sse_starlette.sse import AppStatus
 
     from genworker.cli.startup import RuntimeStart, StartingApp
 
+    # sse-starlette ends every open stream the moment uvicorn sees a signal; the runtime's drain
+    # ends them instead, each when its run has ended (or with an error event once the grace is over)
+    AppStatus.enable_automatic_graceful_drain = False  # what disable_automatic_graceful_drain() sets
     starting = StartingApp(wait_s)
+
+    def started_runtime() -> Runtime | None:
+        from fastapi import FastAPI
+
+        app = starting.app
+        return app.state.runtime if isinstance(app, FastAPI) else None
 
     def running() -> None:  # the line uvicorn writes for sockets it binds itself
         for sock in listeners:
@@ -81,9 +110,18 @@ def serve(settings: Settings) -> int:
                 )
                 runtime.begin(self.lifespan.state)
 
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if (started := started_runtime()) is not None:
+                started.draining = True  # /readiness 503 at once, before the sockets close
+            super().handle_exit(sig, frame)
+
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             starting.stop()  # requests still waiting for the runtime are answered 503
+            started = started_runtime()
+            drained = asyncio.create_task(started.drain(grace_s) if started is not None else asyncio.sleep(0))
+            # closes the listeners, then waits for open connections (chat streams end with their runs)
             await super().shutdown(sockets)
+            await drained
             await runtime.stop()
 
         async def on_tick(self, counter: int) -> bool:
@@ -97,6 +135,8 @@ def serve(settings: Settings) -> int:
         log_config=None,  # keep configure_logging's handler (JSON lines with GENWORKER_LOG_FORMAT=json)
         lifespan="off",  # the application's own lifespan runs once it has loaded (RuntimeStart)
         ws="none",  # genworker serves no WebSocket route: no WebSocket library to import before listening
+        timeout_graceful_shutdown=math.ceil(grace_s) + STUCK_CONNECTIONS_S,  # a bound for clients that stall
+        timeout_keep_alive=math.ceil(keep_alive_s),
     )
     server = Server(config)
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Protocol
@@ -81,8 +82,8 @@ from genworker.worker.engine_runs import checkpoint_stores
 from genworker.worker.governance import ApprovalResolver, TaskGovernanceStage
 from genworker.worker.handoff import HandOffs
 from genworker.worker.lifecycle import TaskLifecycle
+from genworker.worker.lifecycle.leases import DEFAULT_TTL, FileInstanceLeases, InstanceLeases, RedisInstanceLeases
 from genworker.worker.lifecycle.leases import REDIS_PREFIX as INSTANCE_PREFIX
-from genworker.worker.lifecycle.leases import FileInstanceLeases, InstanceLeases, RedisInstanceLeases
 from genworker.worker.router import WorkerRouter
 from genworker.worker.service import ServiceDesk
 from genworker.worker.skill_matcher import SkillMatcher
@@ -177,7 +178,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     tokenizer = asyncio.create_task(asyncio.to_thread(load_tokenizer), name="load-tokenizer")
     stack.push_async_callback(_settled, tokenizer)
 
-    leases = _instance_leases(runtime.redis, root)
+    leases = _instance_leases(runtime.redis, root, settings)
     await asyncio.to_thread(leases.renew)
     files = await _open_write_journal(settings, root, stack)
     aredis = _async_redis(runtime.redis, settings.redis_url, stack)
@@ -460,8 +461,10 @@ def _ownership(aredis: aioredis.Redis | None, leases: InstanceLeases) -> Ownersh
     return Ownership(aredis, leases.instance_id, RedisLiveInstances(aredis, INSTANCE_PREFIX), ttl=leases.ttl)
 
 
-def _instance_leases(client: redis.Redis | None, root: Path) -> InstanceLeases:
-    return RedisInstanceLeases(client) if client is not None else FileInstanceLeases(root)
+def _instance_leases(client: redis.Redis | None, root: Path, settings: Settings) -> InstanceLeases:
+    """This process's lease; its ttl bounds how long a dead process's runs and workers wait for the others."""
+    ttl = timedelta(seconds=settings.number("GENWORKER_INSTANCE_LEASE_TTL_S", DEFAULT_TTL.total_seconds(), 3, 3600))
+    return RedisInstanceLeases(client, ttl=ttl) if client is not None else FileInstanceLeases(root, ttl=ttl)
 
 
 def _async_redis(client: redis.Redis | None, url: str | None, stack: AsyncExitStack) -> aioredis.Redis | None:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -44,6 +44,7 @@ __all__ = ["GOVERNANCE_COMPONENTS", "Runtime", "RuntimeNotStarted", "build_runti
 log = logging.getLogger("genworker.runtime")
 
 GOVERNANCE_COMPONENTS = ("task_governance",)
+SHUTTING_DOWN = Reason("shutting_down", "the process is shutting down: it takes no new work", "runtime")
 
 
 class RuntimeNotStarted(RuntimeError):
@@ -64,7 +65,8 @@ class Runtime:
     redis: redis.Redis | None = None  # the shared profile's client; None: single-process file backends
     watcher: WorkspaceWatcher | None = None  # None: GENWORKER_HOT_RELOAD=false
     memory_consolidations: int = 0  # passes of the memory consolidation job so far
-    background: set[asyncio.Task[None]] = field(default_factory=set)  # runs whose client went away
+    background: set[asyncio.Task[None]] = field(default_factory=set)  # runs started over the API
+    draining: bool = False  # shutting down (`drain`): no new work, /readiness 503
     _services: Services | None = None
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)  # reloads' tool refreshes
@@ -98,6 +100,50 @@ class Runtime:
             with contextlib.suppress(asyncio.CancelledError):
                 await run
         await self._unwind()
+
+    async def drain(self, grace_s: float) -> None:
+        """Shutting down (SIGTERM; the server has stopped taking connections): /readiness says so,
+        what another process can do is handed over at once, the runs going on finish for up to
+        `grace_s`, then the rest are cancelled (their streams end with a `shutting_down` error, their
+        records `interrupted`: api/runs.py). `stop` follows."""
+        self.draining = True
+        services = self._services
+        if services is None:
+            return
+        await self._hand_over(services)
+        await self._finish_runs(grace_s)
+
+    async def _hand_over(self, services: Services) -> None:
+        """This process's schedules stop and its worker claims go (the next owners take them at their
+        next beat), so do its IM long connections, and it leaves the live set that ownership hashes
+        over; its lease still protects its runs until they have ended."""
+        services.heartbeat.sync([])
+        services.duties.sync([])
+        services.briefs.sync([])
+        steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
+            ("sensors", partial(services.sensors.sync, [])),
+            ("worker claims", services.scope.release),
+            ("long connections", services.long_connections.stop),
+            ("instance lease", partial(asyncio.to_thread, services.leases.drain)),
+        ]
+        for name, step in steps:
+            try:
+                await step()
+            except Exception:  # Redis may be down: what is not released expires within the lease ttl
+                log.exception("[Runtime] shutting down: handing over the %s failed", name)
+
+    async def _finish_runs(self, grace_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        if self.background:
+            log.info("[Runtime] shutting down: %d runs going on, waiting up to %.0f s", len(self.background), grace_s)
+        while (going := [t for t in self.background if not t.done()]) and loop.time() < deadline:
+            await asyncio.wait(going, timeout=deadline - loop.time())  # a run may start another (delegation)
+        if going:
+            log.warning("[Runtime] shutting down: %d runs still going after %.0f s interrupted", len(going), grace_s)
+            for task in going:
+                task.cancel()
+            await asyncio.gather(*going, return_exceptions=True)
 
     async def _unwind(self) -> None:
         self._services = None
@@ -180,7 +226,7 @@ class Runtime:
         whose configuration changed reconnect. Also after a rejected one: a tenant reload that kept
         one worker's last good version reloaded the others (and otherwise nothing changed)."""
         services = self._services
-        if services is None:  # a reload racing start-up or shutdown: start() reads the registry anyway
+        if services is None or self.draining:  # racing start-up or shutdown: start() reads the registry anyway
             return
         self._follow(services)
         services.long_connections.sync()
@@ -211,7 +257,8 @@ class Runtime:
                 await asyncio.wait_for(stop.wait(), interval_s)
             if stop.is_set():
                 return
-            await self.beat_ownership(scope)
+            if not self.draining:  # a draining process has given its workers up
+                await self.beat_ownership(scope)
 
     async def beat_ownership(self, scope: AutonomyScope) -> None:
         """One ownership beat (the loop's step; tests call it to move workers without waiting)."""
@@ -243,7 +290,7 @@ class Runtime:
 
     def readiness(self) -> tuple[list[Reason], list[Reason]]:
         """(blocking reasons, non-blocking warnings) for the default chat path."""
-        blocking: list[Reason] = []
+        blocking: list[Reason] = [SHUTTING_DOWN] if self.draining else []
         warnings: list[Reason] = []
         if not self.model.configured:
             code = "model_config_invalid" if self.model.error else "model_not_configured"

@@ -9,6 +9,11 @@ Leases are files under `{workspace}/runtime/instances/` (every process on one wo
 them) or, with REDIS_URL, Redis keys that expire on their own. A file lease also names its
 process (host, pid namespace, pid): one whose process is gone from this host is dead at once,
 without waiting for its expiry, so a restart after a crash takes over the runs it left.
+
+A process that is shutting down `drain`s its lease: it stays alive (its runs are left alone) but
+leaves the live set that worker ownership hashes over (`cluster/ownership.py` reads the
+`genworker:instance:` keys), so its workers move to the others at once. In Redis the lease moves
+to `genworker:instance-draining:{id}`; files have no ownership, so a file lease is unchanged.
 """
 
 from __future__ import annotations
@@ -27,11 +32,19 @@ import redis
 from genworker.fsutil import write_atomic
 from genworker.ids import InvalidIdError, validate_id
 
-__all__ = ["DEFAULT_TTL", "FileInstanceLeases", "InstanceLeases", "RedisInstanceLeases", "new_instance_id"]
+__all__ = [
+    "DEFAULT_TTL",
+    "DRAINING_PREFIX",
+    "FileInstanceLeases",
+    "InstanceLeases",
+    "RedisInstanceLeases",
+    "new_instance_id",
+]
 
 DEFAULT_TTL: Final = timedelta(seconds=30)
 SCHEMA_VERSION: Final = 1
 REDIS_PREFIX: Final = "genworker:instance:"
+DRAINING_PREFIX: Final = "genworker:instance-draining:"  # not matched by `genworker:instance:*`
 
 
 def new_instance_id() -> str:
@@ -45,6 +58,10 @@ class InstanceLeases(Protocol):
     def renew(self) -> None: ...
 
     def alive(self, instance_id: str) -> bool: ...
+
+    def drain(self) -> None:
+        """Stay alive, but out of the live set worker ownership hashes over (the process stops)."""
+        ...
 
     def release(self) -> None: ...
 
@@ -115,12 +132,16 @@ class FileInstanceLeases:
             return False
         return False
 
+    def drain(self) -> None:
+        """Files have no worker ownership: nothing changes."""
+
     def release(self) -> None:
         self._path(self.instance_id).unlink(missing_ok=True)
 
 
 class RedisInstanceLeases:
-    """`genworker:instance:{id}` set with a ttl; Redis drops it when the process stops renewing."""
+    """`genworker:instance:{id}` set with a ttl (`genworker:instance-draining:{id}` once drained);
+    Redis drops it when the process stops renewing."""
 
     def __init__(
         self, client: redis.Redis, instance_id: str | None = None, *, ttl: timedelta = DEFAULT_TTL
@@ -128,13 +149,25 @@ class RedisInstanceLeases:
         self.client = client
         self.instance_id = instance_id or new_instance_id()
         self.ttl = ttl
+        self.draining = False
 
     def renew(self) -> None:
-        ttl_ms = int(self.ttl.total_seconds() * 1000)
-        self.client.set(f"{REDIS_PREFIX}{self.instance_id}", socket.gethostname(), px=ttl_ms)
+        prefix = DRAINING_PREFIX if self.draining else REDIS_PREFIX
+        self.client.set(f"{prefix}{self.instance_id}", socket.gethostname(), px=self._ttl_ms)
+
+    @property
+    def _ttl_ms(self) -> int:
+        return int(self.ttl.total_seconds() * 1000)
 
     def alive(self, instance_id: str) -> bool:
-        return bool(self.client.exists(f"{REDIS_PREFIX}{instance_id}"))
+        return bool(self.client.exists(f"{REDIS_PREFIX}{instance_id}", f"{DRAINING_PREFIX}{instance_id}"))
+
+    def drain(self) -> None:
+        self.draining = True
+        pipe = self.client.pipeline()  # MULTI: alive throughout
+        pipe.set(f"{DRAINING_PREFIX}{self.instance_id}", socket.gethostname(), px=self._ttl_ms)
+        pipe.delete(f"{REDIS_PREFIX}{self.instance_id}")
+        pipe.execute()
 
     def release(self) -> None:
-        self.client.delete(f"{REDIS_PREFIX}{self.instance_id}")
+        self.client.delete(f"{REDIS_PREFIX}{self.instance_id}", f"{DRAINING_PREFIX}{self.instance_id}")
