@@ -40,6 +40,7 @@ bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same ru
 	$(PY) bench/channels_ingest.py
 	$(PY) bench/waiting.py
 	$(PY) bench/memory.py
+	$(PY) bench/spaces.py
 	$(PY) bench/startup.py
 	$(PY) bench/idle_rss.py
 

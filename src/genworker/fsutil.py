@@ -25,14 +25,29 @@ from pathlib import Path
 
 __all__ = [
     "LOCK_STRIPES",
+    "Signature",
     "create_exclusive",
     "file_lock",
+    "file_signature",
     "fsync_dir",
     "move_file",
     "remove_file",
     "striped_lock",
     "write_atomic",
 ]
+
+
+Signature = tuple[int, int, int, int]
+
+
+def file_signature(path: Path) -> Signature | None:
+    """(inode, mtime, ctime, size), or None when there is no file: every atomic replace makes a new
+    inode, so a cache keyed by it reads again a file another process or a person rewrote."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def fsync_dir(folder: Path) -> None:

@@ -189,6 +189,9 @@ def test_a_space_file_reads_back_and_an_unknown_version_is_refused(tmp_path: Pat
     store = SpaceStore(tmp_path)
     store.save(space)
     assert store.load("acme", "alice", "SPACE_7") == space
+    path = store.path("acme", "alice", "SPACE_7")  # a person edits the file: the edit is what is read
+    path.write_text(path.read_text(encoding="utf-8").replace("title: quarterly planning", "title: Q3 plan"))
+    assert store.load("acme", "alice", "SPACE_7").title == "Q3 plan"
     assert [store.next_id("acme", "alice") for _ in range(2)] == ["SPACE_8", "SPACE_9"]  # after the files
 
 

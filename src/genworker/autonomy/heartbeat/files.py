@@ -15,7 +15,7 @@ from typing import Any, TypeVar, cast
 from pydantic import TypeAdapter, ValidationError
 
 from genworker.autonomy.heartbeat.errors import HeartbeatFileError
-from genworker.fsutil import write_atomic
+from genworker.fsutil import Signature, file_signature, write_atomic
 from genworker.ids import safe_join, validate_id
 
 __all__ = ["locked", "read_document", "runtime_file", "update_document", "write_atomic"]
@@ -43,27 +43,16 @@ def locked(path: Path) -> Iterator[None]:
         os.close(fd)  # also releases the lock
 
 
-Signature = tuple[int, int, int, int]
 DocumentCache = dict[Path, tuple[Signature, Any]]
 """Decoded documents by path and file signature (inode, mtime, ctime, size): every atomic replace
 makes a new inode, so a document another process rewrote is read again. The values are immutable."""
 
 
-def _signature(path: Path) -> Signature | None:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-
-
-def read_document(
-    adapter: TypeAdapter[T], path: Path, supported: int, cache: DocumentCache | None = None
-) -> T | None:
+def read_document(adapter: TypeAdapter[T], path: Path, supported: int, cache: DocumentCache | None = None) -> T | None:
     """The decoded file, None when it does not exist; HeartbeatFileError when it cannot be used.
     With `cache`, a file unchanged since it was last decoded is not parsed again."""
     if cache is not None:
-        signature = _signature(path)
+        signature = file_signature(path)
         cached = cache.get(path)
         if signature is None:
             cache.pop(path, None)
@@ -112,7 +101,7 @@ def update_document(
         if new is not None and new is not current:
             write_atomic(path, adapter.dump_json(new, indent=2) + b"\n")
             if cache is not None:
-                signature = _signature(path)
+                signature = file_signature(path)
                 if signature is not None:
                     cache[path] = (signature, new)
         return new if new is not None else current

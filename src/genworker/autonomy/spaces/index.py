@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS spaces (
     keywords TEXT NOT NULL,
     card TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS spaces_active ON spaces (review, state, last_active);
+CREATE INDEX IF NOT EXISTS spaces_state ON spaces (state, last_active);
+CREATE INDEX IF NOT EXISTS spaces_review ON spaces (review, state);
 CREATE INDEX IF NOT EXISTS spaces_pinned ON spaces (pinned, last_active);
 CREATE VIRTUAL TABLE IF NOT EXISTS spaces_fts USING fts5 (
     title, entities, words, tokenize = 'unicode61 remove_diacritics 2'
@@ -48,6 +49,7 @@ CREATE TABLE IF NOT EXISTS anchors (anchor TEXT NOT NULL, space_id TEXT NOT NULL
 CREATE TABLE IF NOT EXISTS events (event_id TEXT PRIMARY KEY, space_id TEXT NOT NULL);
 """
 _LIVE = "review != 'merged'"
+_SEARCH_DEPTH = 8  # matches ranked per wanted one, before their state is looked at
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,12 +186,14 @@ class SpaceIndex(DerivedIndex):
         wanted = [s.value for s in states]
         if match is None or not wanted or limit <= 0:
             return []
+        # the best matches first, then their state: a join before the ranking would read every match's row
         sql = (
-            "SELECT s.space_id FROM spaces_fts JOIN spaces s ON s.rowid = spaces_fts.rowid"
-            f" WHERE spaces_fts MATCH ? AND s.{_LIVE} AND s.state IN ({', '.join('?' * len(wanted))})"
-            " ORDER BY bm25(spaces_fts, 2.0, 2.0, 1.0) LIMIT ?"
+            "SELECT s.space_id FROM (SELECT rowid, bm25(spaces_fts, 2.0, 2.0, 1.0) AS rank FROM spaces_fts"
+            " WHERE spaces_fts MATCH ? ORDER BY rank LIMIT ?) f JOIN spaces s ON s.rowid = f.rowid"
+            f" WHERE s.{_LIVE} AND s.state IN ({', '.join('?' * len(wanted))}) ORDER BY f.rank LIMIT ?"
         )
-        return [r[0] for r in self._guard(lambda c: c.execute(sql, (match, *wanted, limit)).fetchall())]
+        params = (match, limit * _SEARCH_DEPTH, *wanted, limit)
+        return [r[0] for r in self._guard(lambda c: c.execute(sql, params).fetchall())]
 
     def profiles(self, space_ids: Sequence[str]) -> list[IndexedSpace]:
         if not space_ids:
@@ -216,9 +220,15 @@ class SpaceIndex(DerivedIndex):
 
     def counts(self) -> dict[str, int]:
         """Spaces by state (merged ones apart, under "merged")."""
-        sql = "SELECT CASE WHEN review = 'merged' THEN 'merged' ELSE state END, COUNT(*) FROM spaces GROUP BY 1"
-        found = dict(self._guard(lambda c: c.execute(sql).fetchall()))
-        return {name: int(found.get(name, 0)) for name in (*(s.value for s in SpaceState), "merged")}
+
+        def op(conn: sqlite3.Connection) -> tuple[dict[str, int], dict[str, int]]:
+            every = dict(conn.execute("SELECT state, COUNT(*) FROM spaces GROUP BY state").fetchall())
+            merged = "SELECT state, COUNT(*) FROM spaces WHERE review = 'merged' GROUP BY state"
+            return every, dict(conn.execute(merged).fetchall())
+
+        every, merged = self._guard(op)
+        counts = {s.value: int(every.get(s.value, 0)) - int(merged.get(s.value, 0)) for s in SpaceState}
+        return counts | {"merged": sum(merged.values())}
 
     def stale(self, now: datetime, dormant_s: float, parked_s: float, archive_s: float, pin_until: float) -> list[str]:
         """Spaces whose lifecycle state or pin is due to change: unpinned ones past a threshold of

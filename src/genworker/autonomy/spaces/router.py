@@ -17,18 +17,19 @@ service applies the decision.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, Protocol
 
-from genworker.autonomy.spaces.chooser import Choice, SpaceChooser
+from genworker.autonomy.spaces.chooser import Choice
 from genworker.autonomy.spaces.config import SpaceSettings
 from genworker.autonomy.spaces.index import IndexedSpace, SpaceIndex
 from genworker.autonomy.spaces.models import ContextEvent, SpaceState
 from genworker.autonomy.spaces.retrieval import OLD_STATES, match_text, rank, retrieve
 from genworker.autonomy.spaces.similarity import similarity, tokens
 
-__all__ = ["Anchored", "Chosen", "ContextSpaceRouter", "CreateNew", "Resurrect", "Routing"]
+__all__ = ["Anchored", "Chooser", "Chosen", "ContextSpaceRouter", "CreateNew", "Resurrect", "Routing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +68,14 @@ class CreateNew:
 Routing = Anchored | Chosen | Resurrect | CreateNew
 
 
+class Chooser(Protocol):
+    """What answers the multiple-choice question: `SpaceChooser` (the model), or a stand-in."""
+
+    async def choose(self, event: ContextEvent, shown: Sequence[IndexedSpace], now: datetime) -> Choice: ...
+
+
 class ContextSpaceRouter:
-    def __init__(self, chooser: SpaceChooser) -> None:
+    def __init__(self, chooser: Chooser) -> None:
         self.chooser = chooser
 
     async def route(self, index: SpaceIndex, event: ContextEvent, s: SpaceSettings, now: datetime) -> Routing:

@@ -15,7 +15,7 @@ from genworker.autonomy.spaces.document import parse_space, render_space
 from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound
 from genworker.autonomy.spaces.models import ContextSpace
 from genworker.autonomy.spaces.paths import spaces_dir
-from genworker.fsutil import write_atomic
+from genworker.fsutil import Signature, file_signature, write_atomic
 from genworker.ids import validate_id
 
 __all__ = ["SPACE_ID", "SpaceStore"]
@@ -24,12 +24,16 @@ log = logging.getLogger("genworker.spaces")
 
 SPACE_ID: Final = re.compile(r"^SPACE_([1-9][0-9]{0,11})$")
 _COUNTER: Final = "next_space"
+_CACHED: Final = 2_000  # parsed spaces kept (the oldest kept goes first)
 
 
 class SpaceStore:
     def __init__(self, workspace: Path, *, durable: bool = True) -> None:
         self.workspace = workspace
         self.durable = durable
+        # parsed spaces by path and file signature: every save makes a new inode, so a file someone
+        # else rewrote (a person, another process) is read again; the values are immutable
+        self._parsed: dict[Path, tuple[Signature, ContextSpace]] = {}
 
     def folder(self, tenant_id: str, worker_id: str) -> Path:
         return spaces_dir(self.workspace, tenant_id, worker_id)
@@ -41,6 +45,10 @@ class SpaceStore:
 
     def load(self, tenant_id: str, worker_id: str, space_id: str) -> ContextSpace:
         path = self.path(tenant_id, worker_id, space_id)
+        signature = file_signature(path)
+        cached = self._parsed.get(path)
+        if cached is not None and signature is not None and cached[0] == signature:
+            return cached[1]
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -48,11 +56,21 @@ class SpaceStore:
         space = parse_space(text, str(path))
         if (space.space_id, space.tenant_id, space.worker_id) != (space_id, tenant_id, worker_id):
             raise SpaceFileError(str(path), f"holds {space.tenant_id}/{space.worker_id}/{space.space_id}")
+        if signature is not None and signature == file_signature(path):  # not replaced while it was read
+            self._remember(path, signature, space)
         return space
+
+    def _remember(self, path: Path, signature: Signature, space: ContextSpace) -> None:
+        if len(self._parsed) >= _CACHED and path not in self._parsed:
+            self._parsed.pop(next(iter(self._parsed)))
+        self._parsed[path] = (signature, space)
 
     def save(self, space: ContextSpace) -> None:
         path = self.path(space.tenant_id, space.worker_id, space.space_id)
         write_atomic(path, render_space(space).encode("utf-8"), durable=self.durable)
+        signature = file_signature(path)
+        if signature is not None:
+            self._remember(path, signature, space)
 
     def all(self, tenant_id: str, worker_id: str) -> Iterator[ContextSpace]:
         """Every readable space; an unreadable file is logged and skipped (it stays for a person)."""
