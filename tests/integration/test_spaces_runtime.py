@@ -131,6 +131,11 @@ def test_one_incident_on_three_channels_yields_one_task(
         assert client.post(f"{base}/SPACE_1/confirm", headers=headers).status_code == 409  # not pending
         assert client.get(f"{base}/SPACE_9", headers=headers).json()["error"]["code"] == "space_not_found"
         assert client.get("/api/v1/workers/gina/spaces", headers=headers).status_code == 404  # another tenant's
+        block = client.get("/api/v1/workers/alice/dashboard", headers=headers).json()["blocks"]["spaces"]
+        assert block["status"] == "ok" and block["data"]["enabled"] is True
+        assert (
+            block["data"]["counts"]["active"] == 1 and block["data"]["spaces"][0]["tasks"][0]["run_id"] == task.run_id
+        )
         text = (workspace / "tenants/acme/workers/alice/runtime/spaces/SPACE_1.md").read_text(encoding="utf-8")
         assert "# SPACE_1: Login is down for everyone" in text and "[github]" in text
 

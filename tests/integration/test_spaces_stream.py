@@ -114,3 +114,10 @@ async def test_two_hundred_facts_land_in_their_spaces(
     print(f"context spaces, after re-filing: precision {precision:.3f}, recall {recall:.3f}")
     assert precision >= 0.97 and recall >= 0.97
     assert await service.cards("acme", "alice", review="pending") == []
+
+    # the resurrection is reversible: the fact gets its own space (the warehouse facts that came
+    # since keep theirs active)
+    old, own = await service.revert("acme", "alice", warehouse, change.event_id or "")
+    assert old.state is SpaceState.ACTIVE and not old.has_event(change.event_id or "")
+    assert own.has_event(change.event_id or "") and own.space_id != warehouse
+    assert old.changes[-1].kind == "resurrection_reverted" and old.changes[-1].other_space == own.space_id

@@ -22,6 +22,7 @@ from genworker.autonomy.spaces import (
     SpaceSettings,
     SpaceState,
     SpaceStore,
+    SpaceTransitionError,
     event_from_item,
     evidence_score,
     resolve_settings,
@@ -30,6 +31,7 @@ from genworker.autonomy.spaces.document import parse_space, render_space
 from genworker.autonomy.spaces.evidence import fresh_evidence, make_candidate
 from genworker.autonomy.spaces.lifecycle import join, new_space, pin_of, resurrect, settle, state_at
 from genworker.autonomy.spaces.retrieval import rank, retrieve
+from genworker.autonomy.spaces.review import revert_resurrection
 from genworker.autonomy.spaces.similarity import similarity, tokens
 from genworker.workspace.models.context_space import ContextSpaceOverrides
 
@@ -105,6 +107,22 @@ def test_states_follow_idle_time_and_a_pinned_space_stays_active() -> None:
     due = join(space, event(text="deadline", due_at="2026-03-05T00:00:00Z"), NOW, ON)
     assert pin_of(due, NOW, ON) == (True, "deadline")
     assert pin_of(due, NOW + timedelta(days=5), ON) == (False, None)  # a day after the due date
+
+
+def test_a_reverted_resurrection_puts_the_space_back_and_the_fact_in_its_own(tmp_path: Path) -> None:
+    log = EventLog(tmp_path)
+    first = event(text="migrate the ledger to postgres")
+    log.append(first)
+    later = NOW + timedelta(days=40)
+    old = settle(new_space("SPACE_3", first, NOW, ON), later, ON)
+    revival = event(text="ledger migration to postgres again")
+    log.append(revival)
+    back = resurrect(old, revival, later, ON, similarity=0.8, via="similarity")
+    restored, own = revert_resurrection(back, revival.event_id, "SPACE_9", log, later, ON)
+    assert restored.state is SpaceState.ARCHIVED and restored.last_active_at == NOW
+    assert restored.evidence_events == (first.event_id,) and own.evidence_events == (revival.event_id,)
+    with pytest.raises(SpaceTransitionError, match="no resurrection"):
+        revert_resurrection(restored, revival.event_id, "SPACE_10", log, later, ON)
 
 
 def test_a_resurrection_records_what_it_can_revert() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from importlib.resources import files
 from importlib.resources.abc import Traversable
 
-from genworker.dashboard import blocks_outbox, blocks_work, blocks_worker
+from genworker.dashboard import blocks_outbox, blocks_spaces, blocks_work, blocks_worker
 from genworker.dashboard.aggregator import Block, BlockContext, BlockUnavailable, DashboardAggregator
 
 __all__ = ["Block", "BlockContext", "BlockUnavailable", "DashboardAggregator", "default_aggregator", "static_dir"]
@@ -31,6 +31,7 @@ def default_aggregator(timeout_s: float = 5.0) -> DashboardAggregator:
             Block("channels", blocks_worker.channels),
             Block("briefs", blocks_worker.briefs),
             Block("decisions", blocks_work.decisions),
+            Block("spaces", blocks_spaces.spaces),
         ],
         timeout_s=timeout_s,
     )

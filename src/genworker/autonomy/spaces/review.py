@@ -89,8 +89,9 @@ def revert_resurrection(
     now: datetime,
     s: SpaceSettings,
 ) -> tuple[ContextSpace, ContextSpace]:
-    """Undo the resurrection `event_id` caused: the space goes back to how old it was, and the fact
-    gets a new space `new_id` of its own. Returns (the old space, the new one)."""
+    """Undo the resurrection `event_id` caused: the fact gets a new space `new_id` of its own, and
+    the space goes back to how old it was — unless other facts joined it since, which keep it as
+    active as they made it. Returns (the old space, the new one)."""
     _live(space)
     done = {c.event_id for c in space.changes if c.kind == "resurrection_reverted"}
     change = next((c for c in space.changes if c.kind == "resurrected" and c.event_id == event_id), None)
@@ -102,6 +103,7 @@ def revert_resurrection(
     if event is None:
         raise SpaceTransitionError(f"event {event_id} is not in the event log")
     kept = tuple(e for e in space.evidence if e.event_id != event_id)
+    joined_since = space.evidence_events.index(event_id) < len(space.evidence) - 1
     others = [by_id[e.event_id] for e in kept if e.event_id in by_id]
     undone = Change(
         at=now, kind="resurrection_reverted", detail=f"{event_id} moved to {new_id}", event_id=event_id,
@@ -112,7 +114,9 @@ def revert_resurrection(
             "evidence": kept,
             "entity_set": tuple(dict.fromkeys(e for ev in others for e in ev.entities)) or space.entity_set,
             "anchors": tuple(dict.fromkeys(a for ev in others for a in ev.anchors)),
-            "last_active_at": change.previous_active_at or space.last_active_at,
+            "last_active_at": space.last_active_at
+            if joined_since
+            else change.previous_active_at or space.last_active_at,
             "space_score": evidence_score(kept),
             "changes": (*space.changes, undone),
         }
