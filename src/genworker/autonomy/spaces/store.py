@@ -1,10 +1,12 @@
 """SpaceStore: a worker's spaces as files, ``runtime/spaces/{space_id}.md`` (Markdown + front matter,
 readable and greppable), replaced atomically; and the counter that numbers new spaces
-(``SPACE_1``, ``SPACE_2`` ...). Writers hold the worker's spaces lock (`paths.locked`). Blocking.
+(``SPACE_1``, ``SPACE_2`` ..., in ``next_space.json``). Writers hold the worker's spaces lock
+(`paths.locked`). Blocking.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Iterator
@@ -13,7 +15,7 @@ from typing import Final
 
 from genworker.autonomy.spaces.document import parse_space, render_space
 from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound
-from genworker.autonomy.spaces.models import ContextSpace
+from genworker.autonomy.spaces.models import SCHEMA_VERSION, ContextSpace
 from genworker.autonomy.spaces.paths import spaces_dir
 from genworker.fsutil import Signature, file_signature, write_atomic
 from genworker.ids import validate_id
@@ -23,7 +25,7 @@ __all__ = ["SPACE_ID", "SpaceStore"]
 log = logging.getLogger("genworker.spaces")
 
 SPACE_ID: Final = re.compile(r"^SPACE_([1-9][0-9]{0,11})$")
-_COUNTER: Final = "next_space"
+_COUNTER: Final = "next_space.json"
 _CACHED: Final = 2_000  # parsed spaces kept (the oldest kept goes first)
 
 
@@ -84,15 +86,20 @@ class SpaceStore:
                 log.error("[Spaces] %s skipped: %s", path, exc)
 
     def next_id(self, tenant_id: str, worker_id: str) -> str:
-        """A new space id; the caller holds the worker's spaces lock. A lost counter is recomputed."""
+        """A new space id; the caller holds the worker's spaces lock. The counter is derived: a lost,
+        unreadable or other-version one is recomputed from the space files."""
         folder = self.folder(tenant_id, worker_id)
         counter = folder / _COUNTER
         try:
-            number = int(counter.read_text(encoding="utf-8").strip())
-        except (FileNotFoundError, ValueError):
+            data = json.loads(counter.read_bytes())
+            if data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("next"), int):
+                raise ValueError(f"{counter}: not a counter of schema_version {SCHEMA_VERSION}")
+            number = data["next"]
+        except (FileNotFoundError, ValueError, AttributeError):
             numbers = [int(m.group(1)) for p in folder.glob("SPACE_*.md") if (m := SPACE_ID.match(p.stem))]
             number = max(numbers, default=0) + 1
         while (folder / f"SPACE_{number}.md").exists():  # a counter older than the files
             number += 1
-        write_atomic(counter, f"{number + 1}\n".encode(), durable=self.durable)
+        record = json.dumps({"schema_version": SCHEMA_VERSION, "next": number + 1}) + "\n"
+        write_atomic(counter, record.encode("utf-8"), durable=self.durable)
         return f"SPACE_{number}"
