@@ -18,7 +18,6 @@ makes a missing Redis, and GENWORKER_REQUIRE_NGINX=1 a missing nginx, a failure 
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import grp
 import json
@@ -26,7 +25,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -41,9 +39,10 @@ import pytest
 import redis
 
 from genworker.auth import ApiKeyStore
-from genworker.testing import ScriptedModelServer, scripted_env
+from genworker.testing import ScriptedModelServer, polling, scripted_env
 from genworker.testing.credentials import SLACK_SIGNING_SECRET
 from genworker.testing.live_server import LiveServer
+from genworker.testing.polling import free_port
 from genworker.testing.vendors import Vendor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,22 +74,9 @@ def nginx_binary() -> str:
     return found
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def until(check: Callable[[], Any], what: str, alive: Callable[[], None] = lambda: None) -> Any:
     """Poll `check` until it returns something truthy; `alive` raises when waiting is pointless."""
-    deadline = time.monotonic() + DEADLINE_S
-    while True:
-        alive()
-        with contextlib.suppress(httpx.TransportError):  # not listening yet
-            if found := check():
-                return found
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)  # polling another process, not timing anything
+    return polling.until(check, what, alive, ignoring=(httpx.TransportError,), deadline_s=DEADLINE_S)
 
 
 def location_block(conf: str) -> str:

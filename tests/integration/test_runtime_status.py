@@ -151,12 +151,17 @@ def test_debug_runtime_reports_profile_components_and_backends(
     assert debug["readiness"]["ready"] is True
 
 
-def test_unreachable_redis_degrades_instead_of_crashing(tmp_path: Path, small_workspace: Callable[..., Path]) -> None:
-    with serve(tmp_path, small_workspace(), REDIS_URL="redis://:pw@127.0.0.1:1/0", **MODEL) as client:
-        debug = client.get("/api/v1/debug/runtime", headers=AUTH).json()
-        assert debug["components"]["redis"]["status"] == "degraded"
-        assert "pw" not in debug["components"]["redis"]["reason"]
-        assert client.get("/readiness").status_code == 200
+def test_the_shared_profile_does_not_start_without_redis(tmp_path: Path, small_workspace: Callable[..., Path]) -> None:
+    """`genworker run` waits for Redis before it starts the runtime (test_redis_faults.py); a runtime
+    started anyway refuses, naming Redis but not its password, rather than run on the single-process
+    file backends with its own sessions, inbox and locks."""
+    workspace = small_workspace()
+    with (
+        pytest.raises(RuntimeError, match="the shared profile needs Redis") as refused,
+        serve(tmp_path, workspace, REDIS_URL="redis://:pw@127.0.0.1:1/0", **MODEL),
+    ):
+        pass
+    assert "127.0.0.1:1" in str(refused.value) and "pw" not in str(refused.value)
 
 
 def test_reachable_redis_is_ready_and_in_use(

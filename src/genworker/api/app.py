@@ -1,4 +1,5 @@
-"""The FastAPI application factory and its lifespan."""
+"""The FastAPI application factory, its lifespan, and what the app answers while the runtime can
+take no new work (the shared profile's Redis does not answer: docs/deploy.md#redis-faults)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from starlette.datastructures import State
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from genworker import __version__
 from genworker.api.auth import install_cors
-from genworker.api.errors import install_error_handlers
+from genworker.api.errors import error_response, install_error_handlers
 from genworker.api.openapi import install_openapi
 from genworker.api.ratelimit import Limiter, per_client_and_worker
 from genworker.api.routes import (
@@ -51,6 +57,7 @@ from genworker.auth import ApiKeyStore
 from genworker.dashboard import default_aggregator
 from genworker.observability.request_id import RequestIdMiddleware
 from genworker.runtime.composition import Runtime, build_runtime
+from genworker.runtime.redis_health import REDIS_UNAVAILABLE
 from genworker.settings import Settings, load_settings
 
 __all__ = ["create_app"]
@@ -92,6 +99,8 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.state.service_limiters = None  # the anonymous service route's two rate limits
     app.state.dashboard = default_aggregator()  # the console's blocks
     install_error_handlers(app)
+    for unreachable in (RedisConnectionError, RedisTimeoutError):
+        app.add_exception_handler(unreachable, _redis_unreachable)  # type: ignore[arg-type]
     install_cors(app, (settings or load_settings()).cors_origins)  # middleware is fixed before start-up
     # Requests match routers in this order and no two paths overlap: the busiest (health, chat,
     # ingest) come first, so they skip walking the ~60 routes of the others.
@@ -125,9 +134,38 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(service_routes.router)
     app.include_router(supervision_routes.router)
     app.include_router(workspace_file_routes.router)
+    app.add_middleware(RefuseNewWork, state=app.state)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too
     install_openapi(app)
     return app
+
+
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class RefuseNewWork:
+    """A request that could start work (any method but GET, HEAD and OPTIONS) gets 503 with the
+    runtime's `refusal` while it has one (Redis does not answer), before anything is written; reads
+    go on (one that needs Redis gets the same 503 from `_redis_unreachable`)."""
+
+    def __init__(self, app: ASGIApp, state: State) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        runtime: Runtime | None = self.state.runtime
+        refusal = runtime.refusal() if runtime is not None and scope["type"] == "http" else None
+        if refusal is None or scope["method"] in _READS:
+            await self.app(scope, receive, send)
+            return
+        await error_response(503, refusal.code, refusal.message, {"Retry-After": "1"})(scope, receive, send)
+
+
+async def _redis_unreachable(request: Request, exc: RedisConnectionError | RedisTimeoutError) -> JSONResponse:
+    """A request that needed Redis while it did not answer: 503 naming it, nothing half written (a
+    session is written in one compare-and-set, which did not happen)."""
+    message = f"Redis cannot be reached ({exc}); retry shortly"
+    return error_response(503, REDIS_UNAVAILABLE, message, {"Retry-After": "1"})
 
 
 def _service_limiters(runtime: Runtime) -> tuple[Limiter, Limiter]:

@@ -3,6 +3,8 @@ background (cli/startup.py) and serve it with uvicorn once it has started.
 
 A taken port fails before anything runs: no scheduler, sensor or duty run touches a workspace
 that another process may be serving. A runtime that fails to start ends the process with status 3.
+In the shared profile the runtime starts once Redis answers (until then /readiness says 503
+`redis_unavailable`): it never runs on the single-process file backends.
 
 A SIGTERM drains the process and exits 0 (docs/deploy.md#graceful-shutdown): `/readiness` turns
 503 `shutting_down` at once; the listening sockets and idle connections close (a load balancer
@@ -19,19 +21,23 @@ sends a request on a connection the process is closing at that moment.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import gc
 import logging
 import math
 import signal
 import socket
+from collections.abc import Awaitable, Callable
+from functools import partial
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from genworker.cli.http import CliError
 from genworker.settings import Settings
 
 if TYPE_CHECKING:
+    from genworker.cli.startup import RuntimeStart, StartingApp
     from genworker.runtime.composition import Runtime
 
 __all__ = ["listen", "serve"]
@@ -39,6 +45,8 @@ __all__ = ["listen", "serve"]
 STARTUP_FAILURE = 3  # uvicorn's exit status when the app's start-up fails
 BACKLOG = 2048  # uvicorn's default
 STUCK_CONNECTIONS_S = 5  # after the grace, how long connections get to close before they are cut
+REDIS_RETRY_S = 1.0  # shared profile: how often a process waiting for Redis tries again
+REDIS_LOG_EVERY = 30  # tries between two log lines saying so
 
 
 def listen(host: str, port: int) -> list[socket.socket]:
@@ -87,17 +95,11 @@ def serve(settings: Settings) -> int:
     AppStatus.enable_automatic_graceful_drain = False  # what disable_automatic_graceful_drain() sets
     starting = StartingApp(wait_s)
 
-    def started_runtime() -> Runtime | None:
-        from fastapi import FastAPI
-
-        app = starting.app
-        return app.state.runtime if isinstance(app, FastAPI) else None
-
     def running() -> None:  # the line uvicorn writes for sockets it binds itself
         for sock in listeners:
             logging.getLogger("uvicorn.error").info("Uvicorn running on %s (Press CTRL+C to quit)", _url(sock))
 
-    runtime = RuntimeStart(settings, starting, on_started=running)
+    process = _Process(settings, starting, RuntimeStart(settings, starting, on_started=running), grace_s)
 
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -108,21 +110,14 @@ def serve(settings: Settings) -> int:
                     "Listening on %s: /health answers now, /readiness says 503 until the runtime has started",
                     where,
                 )
-                runtime.begin(self.lifespan.state)
+                process.begin(self.lifespan.state)
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            if (started := started_runtime()) is not None:
-                started.draining = True  # /readiness 503 at once, before the sockets close
+            process.signalled()
             super().handle_exit(sig, frame)
 
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-            starting.stop()  # requests still waiting for the runtime are answered 503
-            started = started_runtime()
-            drained = asyncio.create_task(started.drain(grace_s) if started is not None else asyncio.sleep(0))
-            # closes the listeners, then waits for open connections (chat streams end with their runs)
-            await super().shutdown(sockets)
-            await drained
-            await runtime.stop()
+            await process.shutdown(partial(super().shutdown, sockets))
 
         async def on_tick(self, counter: int) -> bool:
             return await super().on_tick(counter) or bool(starting.failure)
@@ -154,6 +149,70 @@ def serve(settings: Settings) -> int:
         for sock in listeners:
             sock.close()
     return 0 if server.started and not starting.failure else STARTUP_FAILURE
+
+
+class _Process:
+    """What `genworker run` does around uvicorn's start-up and shutdown: start the runtime (in the
+    shared profile once Redis answers), drain it on SIGTERM, stop it."""
+
+    def __init__(self, settings: Settings, starting: StartingApp, runtime: RuntimeStart, grace_s: float) -> None:
+        self.settings = settings
+        self.starting = starting
+        self.runtime = runtime
+        self.grace_s = grace_s
+        self.beginning: asyncio.Task[None] | None = None
+
+    def started(self) -> Runtime | None:
+        app = self.starting.app
+        if app is None:  # not loaded: nothing to import (a signal handler must not wait for an import lock)
+            return None
+        from fastapi import FastAPI
+
+        return app.state.runtime if isinstance(app, FastAPI) else None
+
+    def begin(self, state: dict[str, Any]) -> None:
+        """Start the runtime; `state` is the server's lifespan state (RuntimeStart.begin)."""
+        self.beginning = asyncio.create_task(self._begin(state), name="runtime-begin")
+
+    async def _begin(self, state: dict[str, Any]) -> None:
+        if self.settings.profile == "shared" and self.settings.redis_url:
+            await wait_for_redis(self.settings.redis_url, self.starting)
+        self.runtime.begin(state)
+
+    def signalled(self) -> None:
+        """In the signal handler: /readiness turns 503 at once, before the sockets close."""
+        if (runtime := self.started()) is not None:
+            runtime.draining = True
+
+    async def shutdown(self, server_shutdown: Callable[[], Awaitable[None]]) -> None:
+        self.starting.stop()  # requests still waiting for the runtime are answered 503
+        runtime = self.started()
+        drained = asyncio.create_task(runtime.drain(self.grace_s)) if runtime is not None else None
+        await server_shutdown()  # closes the listeners, then waits for open connections (streams end with their runs)
+        if drained is not None:
+            await drained
+        if self.beginning is not None:  # still waiting for Redis: the runtime never started
+            self.beginning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.beginning
+        await self.runtime.stop()
+
+
+async def wait_for_redis(url: str, starting: StartingApp) -> None:
+    """Until Redis answers PING, /readiness says why not (`redis_unavailable`), tried every second."""
+    from genworker.observability.status import Reason
+    from genworker.runtime.redis_health import REDIS_UNAVAILABLE, unreachable
+
+    log = logging.getLogger("genworker.runtime")
+    tries = 0
+    while (why := await asyncio.to_thread(unreachable, url)) is not None:
+        starting.phase = Reason(REDIS_UNAVAILABLE, f"{why}; the shared profile waits for it", "redis")
+        if tries % REDIS_LOG_EVERY == 0:
+            log.error("[Runtime] %s: the shared profile starts once it answers", why)
+        tries += 1
+        await asyncio.sleep(REDIS_RETRY_S)
+    if tries:
+        log.warning("[Runtime] Redis answers: starting")
 
 
 def _url(sock: socket.socket) -> str:

@@ -113,6 +113,8 @@ class Loaded(Protocol):
 
     async def follow_ownership(self, scope: AutonomyScope, interval_s: float, stop: asyncio.Event) -> None: ...
 
+    async def watch_redis(self, url: str, stop: asyncio.Event) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Services:
@@ -189,6 +191,8 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     if recovered:
         log.warning("[Runtime] %d runs left running by a stopped process are now interrupted", len(recovered))
     spawn(stack, "instance-lease", partial(runtime.hold_lease, leases, router))
+    if runtime.redis is not None and settings.redis_url:  # /readiness and new work follow Redis
+        spawn(stack, "redis-watch", partial(runtime.watch_redis, settings.redis_url))
     await tools.start((state.tenant, worker) for state in registry.tenants() for worker in state.workers.values())
     stack.push_async_callback(tools.stop)
 

@@ -29,6 +29,7 @@ from genworker.memory import MemoryService
 from genworker.memory.consolidation import consolidate_workspace
 from genworker.observability.status import ComponentRuntimeStatus, ComponentStatus, Reason
 from genworker.runtime.assembly import Services, assemble, spawn
+from genworker.runtime.redis_health import REDIS_UNAVAILABLE, RedisWatch, client_for, ping, safe_url
 from genworker.runtime.scope import AutonomyScope
 from genworker.settings import Settings
 from genworker.tools.environment import ToolRuntime, WorkerLookup, undo_max_late_s
@@ -67,6 +68,7 @@ class Runtime:
     memory_consolidations: int = 0  # passes of the memory consolidation job so far
     background: set[asyncio.Task[None]] = field(default_factory=set)  # runs started over the API
     draining: bool = False  # shutting down (`drain`): no new work, /readiness 503
+    redis_watch: RedisWatch | None = None  # the shared profile's: whether Redis answers now
     _services: Services | None = None
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)  # reloads' tool refreshes
@@ -82,7 +84,11 @@ class Runtime:
 
     async def start(self) -> None:
         """Build and start every service (runtime/assembly.py); a part that fails stops the ones
-        built before it, and the error is raised."""
+        built before it, and the error is raised. The shared profile does not start without Redis
+        (`genworker run` waits for it first): never on the single-process file backends."""
+        if self.settings.profile == "shared" and self.redis is None:
+            why = self.components["redis"].reason
+            raise RuntimeError(f"the shared profile needs Redis and {why}: not starting on single-process backends")
         stack = self._stack
         try:
             services = await assemble(self, stack)
@@ -181,9 +187,11 @@ class Runtime:
 
     async def hold_lease(self, leases: InstanceLeases, router: WorkerRouter, stop: asyncio.Event) -> None:
         """Renew this instance's lease (3 times per ttl) and, once per ttl, take over what processes
-        that stopped renewing theirs left; release it when stopped, so the next process need not wait."""
+        that stopped renewing theirs left; release it when stopped, so the next process need not wait.
+        After renewals failed (Redis was away), no sweep for a ttl: every live process renews first."""
         interval = leases.ttl.total_seconds() / 3
         beat = 0
+        renewing = 0  # beats since the last failed renewal
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), interval)
@@ -192,12 +200,19 @@ class Runtime:
             beat += 1
             try:
                 await asyncio.to_thread(leases.renew)
-                if beat % 3 == 0 and self._services is not None:
+                renewing += 1
+                if beat % 3 == 0 and renewing >= 3 and self._services is not None:
                     await self.sweep_stopped_instances(leases)
             except Exception:  # Redis or the disk hiccuped: try again next beat
+                renewing = 0
                 log.exception("[Runtime] instance lease renewal failed")
         with contextlib.suppress(Exception):
             await asyncio.to_thread(leases.release)
+
+    async def watch_redis(self, url: str, stop: asyncio.Event) -> None:
+        """Shared profile: while Redis does not answer, /readiness says so and new work is refused."""
+        self.redis_watch = RedisWatch(url)
+        await self.redis_watch.run(stop)
 
     async def sweep_stopped_instances(self, leases: InstanceLeases) -> None:
         """Take over what processes that stopped renewing their lease left: their runs become
@@ -288,9 +303,16 @@ class Runtime:
         )
         return {t: self.registry.default_worker(t) for t in tenants if t}
 
+    def refusal(self) -> Reason | None:
+        """Why this process takes no new work now (a request that would start some gets 503 with
+        it: api/app.py), or None: in the shared profile, Redis does not answer."""
+        down = self.redis_watch.down if self.redis_watch is not None else None
+        return Reason(REDIS_UNAVAILABLE, down, "redis") if down is not None else None
+
     def readiness(self) -> tuple[list[Reason], list[Reason]]:
         """(blocking reasons, non-blocking warnings) for the default chat path."""
-        blocking: list[Reason] = [SHUTTING_DOWN] if self.draining else []
+        refused = self.refusal()
+        blocking: list[Reason] = [r for r in (SHUTTING_DOWN if self.draining else None, refused) if r is not None]
         warnings: list[Reason] = []
         if not self.model.configured:
             code = "model_config_invalid" if self.model.error else "model_not_configured"
@@ -463,28 +485,13 @@ def _redis(runtime: Runtime) -> ComponentRuntimeStatus:
         return ComponentRuntimeStatus(
             "redis", ComponentStatus.DISABLED, "REDIS_URL not set: single-process file backends"
         )
-    client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
-    try:
-        client.ping()
-    except redis.RedisError as exc:
+    client = client_for(url)
+    why = ping(client, url)
+    if why is not None:
         client.close()
-        return ComponentRuntimeStatus(
-            "redis", ComponentStatus.DEGRADED, f"cannot reach {_safe_url(url)}: {exc}", "redis"
-        )
+        return ComponentRuntimeStatus("redis", ComponentStatus.DEGRADED, why, "redis")
     runtime.redis = client
-    return ComponentRuntimeStatus("redis", ComponentStatus.READY, "", "redis", {"url": _safe_url(url)})
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    return ComponentRuntimeStatus("redis", ComponentStatus.READY, "", "redis", {"url": safe_url(url)})
 
 
 def _llm(runtime: Runtime) -> ComponentRuntimeStatus:
