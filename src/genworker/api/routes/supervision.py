@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
-from genworker.api.params import RunId, WorkerId
+from genworker.api.params import RunId, WorkerId, id_path
 from genworker.auth import Principal
 from genworker.ids import safe_join
 from genworker.runtime.composition import Runtime
@@ -23,6 +23,8 @@ from genworker.supervision.catalog import AttachKind, PolicyNotFound, attach, li
 from genworker.supervision.errors import PolicyError
 from genworker.supervision.policy import SupervisorPolicy
 from genworker.supervision.service import resolve_record, run_record
+
+PolicyName = Annotated[str, id_path("supervisor policy name")]
 
 router = APIRouter(prefix="/api/v1/workers/{worker_id}", tags=["supervision"], responses=error_responses(404))
 
@@ -72,7 +74,7 @@ async def _record(run_id: str, read: Callable[[], dict[str, Any] | None]) -> dic
     "/supervisors/{name}", summary="Write a supervisor policy (supervisors/<name>.json)", responses=error_responses(400)
 )
 async def put_policy(
-    worker_id: WorkerId, name: str, body: dict[str, Any], principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId, name: PolicyName, body: dict[str, Any], principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     folder, _, _ = _worker_dir(principal, runtime, worker_id)
     return await _policy(folder, partial(save_policy, folder, name, body))
@@ -84,7 +86,7 @@ async def put_policy(
     responses=error_responses(400),
 )
 async def attach_policy(
-    worker_id: WorkerId, name: str, body: AttachBody, principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId, name: PolicyName, body: AttachBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     folder, _, _ = _worker_dir(principal, runtime, worker_id)
     return await _policy(folder, partial(attach, folder, name, body.kind, body.id))
