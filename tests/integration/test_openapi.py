@@ -32,6 +32,6 @@ def test_openapi_lists_every_route_with_examples(tmp_path: Path) -> None:
     for name in ("TaskRequest", "RunDutyBody"):
         assert schemas[name]["properties"]["evidence"]["examples"][0]["confidence"] == 0.97, name
     assert set(schemas["EvidenceBody"]["properties"]) == {
-        "confidence", "evidence_sources", "sources", "requested_actions", "requested_effects"
+        "confidence", "evidence_sources", "sources", "requested_actions", "requested_effects", "planned_effects"
     }  # fmt: skip
     assert "evidence" not in schemas["ChatRequest"]["properties"]
