@@ -7,6 +7,7 @@ real HTTP and LiteLLM."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -170,3 +171,57 @@ def escalated_run_again(client: TestClient, runtime: Runtime) -> tuple[str, str]
     assert isinstance(done, RouteDone) and done.record.state == "waiting_approval"
     cases = runtime.services.conflicts.store.cases("acme", status="open", plan_id=done.record.run_id)
     return done.record.run_id, cases[0].conflict_id
+
+
+APPROVE = (
+    "---\nduty_id: triage\ntitle: Triage issues\ntriggers: [{id: m, type: manual}]\n"
+    "contract: {version: '1', approval: {required: true}}\n---\nTriage the issue.\n"
+)
+
+
+def test_two_brief_items_whose_goals_exclude_each_other_are_one_card(
+    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    workspace = small_workspace({"acme": ["alice"]}, {"tenants/acme/workers/alice/duties/triage.md": APPROVE})
+    headers = auth(workspace)
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+
+        async def gate(text: str) -> None:
+            req = RouteRequest("acme", "alice", text, "duty", duty_id="triage", trigger_id="m", conversational=False)
+            done = [e async for e in runtime.services.router.route_stream(req)][-1]
+            assert isinstance(done, RouteDone) and done.record.state == "waiting_approval"
+
+        for text in ("Close issue 42", "Keep issue 42 open and follow up with the reporter"):
+            client.portal.call(gate, text)  # type: ignore[union-attr]
+        close, keep = sorted(
+            client.get("/api/v1/workers/alice/confirmations", headers=headers).json()["confirmations"],
+            key=lambda c: c["text"],
+        )
+        pair = {
+            "a": f"conf_{close['confirmation_id']}",
+            "b": f"conf_{keep['confirmation_id']}",
+            "why": "closing it ends the follow-up",
+        }
+
+        def shown_both(body: dict[str, Any]) -> None:
+            items = json.loads(body["messages"][-1]["content"])["items"]
+            assert {i["id"] for i in items} == {pair["a"], pair["b"]}
+
+        model_server.expect(
+            Reply(tool_calls=(ToolCallReply("exclusive_pairs", {"pairs": [pair]}, "c1"),), check=shown_both)
+        )
+        brief = client.portal.call(lambda: runtime.services.briefs.generate("acme", "alice", deliver=False))  # type: ignore[union-attr]
+        assert brief.sections["confirm"] == ()  # neither is listed alone
+        (card,) = brief.sections["conflicts"]
+        assert card.title == "[Conflicted] A: Close issue 42 / B: Keep issue 42 open and follow up with the reporter"
+        assert [o.command for o in card.options] == [
+            f"/approve_confirmation {close['confirmation_id']}", f"/reject_confirmation {close['confirmation_id']}",
+            f"/approve_confirmation {keep['confirmation_id']}", f"/reject_confirmation {keep['confirmation_id']}",
+            f"/resolve_conflict {card.ref} proceed",
+        ]  # fmt: skip
+        case = client.get(f"/api/v1/conflicts/{card.ref}", headers=headers).json()["conflict"]
+        assert (case["conflict_type"], case["status"], case["detected_at"]) == ("semantic", "open", "brief")
+        assert case["detail"] == "closing it ends the follow-up"
+        settled = client.post(f"/api/v1/conflicts/{card.ref}/resolve", json={"decision": "proceed"}, headers=headers)
+        assert settled.status_code == 200 and settled.json()["call"] is None
+        assert runtime.services.conflicts.store.plans("acme", "alice") == []  # brief items are no plans

@@ -232,6 +232,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
             pending_spaces(spaces),
         ),
     )
+    briefs.review = conflicts.semantic_review(runtime.llm)  # two exclusive items: one conflict card
     waiting = WaitingService(
         waiting_store,
         partial(resume_through, router),

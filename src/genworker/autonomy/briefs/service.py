@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
@@ -30,12 +30,15 @@ from genworker.autonomy.waiting import WaitingPlan, WaitingStore
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy, Priority
 from genworker.workspace.snapshot import Worker
 
-__all__ = ["JOB_PREFIX", "BriefService", "BriefSink", "ListSource"]
+__all__ = ["JOB_PREFIX", "BriefService", "BriefSink", "ListSource", "Review"]
 
 log = logging.getLogger("genworker.briefs")
 
 JOB_PREFIX = "brief:"
 ListSource = Callable[[str, str], list[dict[str, Any]]]
+Review = Callable[[str, str, dict[Section, list[BriefItem]]], Awaitable[dict[Section, list[BriefItem]]]]
+"""(tenant, worker, live items by section) -> the items as the brief shows them (the Conflict Arbiter's
+semantic check: two exclusive items become one conflict card)."""
 
 
 def _utc_now() -> datetime:
@@ -73,6 +76,7 @@ class BriefService:
         self.confirmations = confirmations
         self.suggestions = suggestions
         self.done = done
+        self.review: Review | None = None
         self._policy_of = policy_of or (lambda tenant_id, worker_id: DEFAULT_POLICY)
         self._clock = clock
         self._scheduler: AsyncIOScheduler | None = None
@@ -126,6 +130,8 @@ class BriefService:
 
     async def generate(self, tenant_id: str, worker_id: str, *, deliver: bool = True) -> Brief:
         live = await self._live_items(tenant_id, worker_id)
+        if self.review is not None:
+            live = await self.review(tenant_id, worker_id, live)
         brief = await asyncio.to_thread(self._generate, tenant_id, worker_id, live)
         if deliver and self.sink is not None:
             try:

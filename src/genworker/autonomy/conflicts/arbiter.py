@@ -291,6 +291,9 @@ class ConflictArbiter:
         case = await asyncio.to_thread(self.store.update_case, tenant_id, conflict_id, settle)
         log.info("[Conflicts] %s %s by %s: plan %s", conflict_id, decision, by, case.plan_b_id)
         worker_id, plan_id = case.worker_b_id, case.plan_b_id
+        if case.conflict_type == "semantic":  # two brief items, not plans: nothing moves
+            await self._announce(case, "resolved")
+            return case
         if decision == "proceed":
             await self._move(tenant_id, worker_id, plan_id, PlanState.GATED, f"{conflict_id}: {by} lets it proceed")
         else:

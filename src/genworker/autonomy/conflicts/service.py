@@ -9,7 +9,8 @@
   directly settles the case the same way;
 - the brief's "Conflicts and risks" section lists open cases with their options and the cases the
   system settled in the period; a call waiting on an open case is not listed again under "Needs
-  your confirmation" (one card per conflict).
+  your confirmation" (one card per conflict); two items of a brief whose goals exclude each other
+  (the model judges, semantic.py) become one card too.
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ from typing import Any, Literal
 
 import redis.asyncio as aioredis
 
-from genworker.autonomy.briefs import BriefItem, DoneSource, ListSource, Option
+from genworker.autonomy.briefs import BriefItem, DoneSource, ListSource, Option, Review
 from genworker.autonomy.conflicts.arbiter import ConflictArbiter
 from genworker.autonomy.conflicts.commit import CommitCheck, conflict_marker
 from genworker.autonomy.conflicts.errors import ConflictNotOpen
 from genworker.autonomy.conflicts.ledger import FileLedger, RedisLedger, ResourceLedger
 from genworker.autonomy.conflicts.models import ConflictCase, EffectRecord, PlanState
+from genworker.autonomy.conflicts.semantic import SemanticCheck
 from genworker.autonomy.conflicts.store import ConflictStore
 from genworker.bus import Event, EventBus, EventBusError, Subscription, new_event
+from genworker.llm.client import LLMClient
 from genworker.worker.confirmations.models import CONFIRMATION_DECIDED
 from genworker.worker.confirmations.resolve import resolve
 from genworker.worker.governance.evidence import PlannedEffect
@@ -174,13 +177,21 @@ class ConflictService:
         except EventBusError as exc:
             log.warning("[Conflicts] %s not published: %s", topic, exc)
 
+    def semantic_review(self, llm: LLMClient) -> Review:
+        """The brief's check for items whose goals exclude each other (semantic.py)."""
+        return SemanticCheck(llm, self.store, self.arbiter.config_of).review
+
     def brief_items(self) -> DoneSource:
         """Open cases of the worker (with their options), and the cases the system settled since the
         last brief (what it did and why)."""
 
         async def source(tenant_id: str, worker_id: str, since: datetime | None) -> list[BriefItem]:
             cases = await asyncio.to_thread(self.store.cases, tenant_id, worker_id=worker_id)
-            return [_brief_item(c) for c in cases if c.status == "open" or (since is None or c.created_at >= since)]
+            return [
+                _brief_item(c)
+                for c in cases
+                if c.conflict_type == "resource" and (c.status == "open" or since is None or c.created_at >= since)
+            ]
 
         return source
 
