@@ -9,6 +9,7 @@ decide a case once. Blocking: call from a thread.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import secrets
@@ -57,7 +58,16 @@ class ConflictStore:
     def add_case(self, case: ConflictCase) -> ConflictCase:
         if not create_exclusive(self._case_path(case.tenant_id, case.conflict_id), _encode(case.as_json())):
             raise ValueError(f"conflict {case.conflict_id} exists")
+        for plan_id in {case.plan_a_id, case.plan_b_id}:  # so a plan's cases are found without a scan
+            path = self._index(case.tenant_id, plan_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(case.conflict_id + "\n")
         return case
+
+    def _index(self, tenant_id: str, plan_id: str) -> Path:
+        name = hashlib.sha256(plan_id.encode("utf-8")).hexdigest()[:32]
+        return safe_join(self.root, "tenants", tenant_id) / "runtime" / "conflicts" / "by_plan" / name
 
     def case(self, tenant_id: str, conflict_id: str) -> ConflictCase:
         path = self._case_path(tenant_id, conflict_id)
@@ -88,13 +98,12 @@ class ConflictStore:
         limit: int = 200,
     ) -> list[ConflictCase]:
         """Newest first; a worker's are those either of whose plans is that worker's."""
-        folder = self._cases(tenant_id)
         found: list[ConflictCase] = []
-        for path in sorted(folder.glob("cc_*.json"), reverse=True) if folder.is_dir() else []:
+        for conflict_id in self._ids(tenant_id, plan_id):
             try:
-                case = self.case(tenant_id, path.stem)
+                case = self.case(tenant_id, conflict_id)
             except (ConflictNotFound, ConflictFileError) as exc:
-                log.warning("[Conflicts] skipped %s: %s", path, exc)
+                log.warning("[Conflicts] skipped %s: %s", conflict_id, exc)
                 continue
             if status is not None and case.status != status:
                 continue
@@ -106,6 +115,17 @@ class ConflictStore:
             if len(found) >= limit:
                 break
         return found
+
+    def _ids(self, tenant_id: str, plan_id: str | None) -> list[str]:
+        """Case ids, newest first: a plan's from its index, else every case of the tenant."""
+        if plan_id is not None:
+            try:
+                text = self._index(tenant_id, plan_id).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return []
+            return sorted({i for i in text.split("\n") if i}, reverse=True)
+        folder = self._cases(tenant_id)
+        return [p.stem for p in sorted(folder.glob("cc_*.json"), reverse=True)] if folder.is_dir() else []
 
     # -- plans ---------------------------------------------------------------------------------
 
@@ -132,10 +152,13 @@ class ConflictStore:
         plan_id: str,
         change: Callable[[PlanRecord | None], PlanRecord],
     ) -> PlanRecord:
-        """`change` gets the plan as stored (None: new) and returns it as it is to be stored."""
+        """`change` gets the plan as stored (None: new) and returns it as it is to be stored (the same
+        object: nothing is written)."""
         with striped_lock(self._plans(tenant_id, worker_id), plan_id):
-            changed = change(self.plan(tenant_id, worker_id, plan_id))
-            write_atomic(self._plan_path(tenant_id, worker_id, plan_id), _encode(changed.as_json()))
+            current = self.plan(tenant_id, worker_id, plan_id)
+            changed = change(current)
+            if changed is not current:
+                write_atomic(self._plan_path(tenant_id, worker_id, plan_id), _encode(changed.as_json()))
             return changed
 
     def plans(self, tenant_id: str, worker_id: str, limit: int = 200) -> list[PlanRecord]:
