@@ -37,6 +37,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx2 as httpx
 import pytest
 import redis
+from slack_sdk.signature import SignatureVerifier
 
 from genworker.auth import ApiKeyStore
 from genworker.testing import ScriptedModelServer, polling, scripted_env
@@ -50,6 +51,29 @@ PROCESSES = 3
 DEADLINE_S = 180  # a bound on waiting for a loaded 2-core machine, not a measurement
 LEASE_TTL_S = 6
 KEEP_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+
+
+WEBHOOK = "/api/v1/channel/demo~analyst~acme-slack/webhook"
+POST = "/chat.postMessage"
+
+
+def slack_dm(i: int, retry: int) -> tuple[bytes, dict[str, str]]:
+    """Person i's direct message to Milo's Slack bot, as Slack signs it; `retry` > 0 is Slack's redelivery."""
+    ts = f"1700001{i:03d}.000100"
+    event = {"type": "message", "user": f"U{i:03d}", "text": f"question {i:03d}", "channel": f"D{i:03d}",
+             "channel_type": "im", "ts": ts}  # fmt: skip
+    body = json.dumps({"type": "event_callback", "event_id": f"Ev{i:03d}", "event": event}).encode()
+    stamp = str(int(time.time()))
+    headers = {
+        "Content-Type": "application/json",
+        "X-Slack-Request-Timestamp": stamp,
+        "X-Slack-Signature": SignatureVerifier(SLACK_SIGNING_SECRET).generate_signature(timestamp=stamp, body=body),
+    }
+    return body, headers | ({"X-Slack-Retry-Num": str(retry)} if retry else {})
+
+
+def journal(workspace: Path) -> list[Path]:
+    return list((workspace / "tenants/demo/workers/analyst/runtime/channels/journal").glob("*.json"))
 
 
 def cluster_redis_url() -> str:
@@ -239,6 +263,8 @@ def cluster(
             GENWORKER_SLACK_API_BASE=slack_api.url,
             GENWORKER_CONFIG_DIR=str(home / "configs"),
             GENWORKER_INSTANCE_LEASE_TTL_S=str(LEASE_TTL_S),
+            GENWORKER_CHANNEL_RETRY_BASE_S="1",  # an IM answer Slack would not take is sent again within seconds
+            GENWORKER_CHANNEL_RETRY_MAX_S="2",
         )
         env = {k: v for k, v in os.environ.items() if k in KEEP_ENV} | settings
         processes = [start_process(i, home, workspace, env) for i in range(PROCESSES)]

@@ -7,41 +7,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
-from slack_sdk.signature import SignatureVerifier
 
 from genworker.testing import Reply, When
-from genworker.testing.credentials import SLACK_SIGNING_SECRET
 
-from .conftest import ROOT, Cluster, nginx_binary, until
+from .conftest import POST, ROOT, WEBHOOK, Cluster, journal, nginx_binary, slack_dm, until
 
 MESSAGES = 100
-WEBHOOK = "/api/v1/channel/demo~analyst~acme-slack/webhook"
-POST = "/chat.postMessage"
-
-
-def slack_dm(i: int, retry: int) -> tuple[bytes, dict[str, str]]:
-    """Person i's direct message to Milo's Slack bot, as Slack signs it; `retry` > 0 is Slack's redelivery."""
-    ts = f"1700001{i:03d}.000100"
-    event = {"type": "message", "user": f"U{i:03d}", "text": f"question {i:03d}", "channel": f"D{i:03d}",
-             "channel_type": "im", "ts": ts}  # fmt: skip
-    body = json.dumps({"type": "event_callback", "event_id": f"Ev{i:03d}", "event": event}).encode()
-    stamp = str(int(time.time()))
-    headers = {
-        "Content-Type": "application/json",
-        "X-Slack-Request-Timestamp": stamp,
-        "X-Slack-Signature": SignatureVerifier(SLACK_SIGNING_SECRET).generate_signature(timestamp=stamp, body=body),
-    }
-    return body, headers | ({"X-Slack-Retry-Num": str(retry)} if retry else {})
-
-
-def journal(workspace: Path) -> list[Path]:
-    return list((workspace / "tenants/demo/workers/analyst/runtime/channels/journal").glob("*.json"))
 
 
 def slack_runs(workspace: Path) -> list[dict[str, Any]]:

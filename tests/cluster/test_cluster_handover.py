@@ -5,6 +5,7 @@ run `interrupted` and not replayed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import threading
@@ -24,7 +25,7 @@ from genworker.api.app import create_app
 from genworker.settings import load_settings
 from genworker.testing import Hang, Reply, When
 
-from .conftest import DEADLINE_S, Cluster, Process, until
+from .conftest import DEADLINE_S, POST, WEBHOOK, Cluster, Process, journal, slack_dm, until
 
 LOAD_CLIENTS = 2
 
@@ -221,12 +222,20 @@ def autonomy_here(process: Process) -> dict[str, Any]:
     return scope
 
 
-def test_a_killed_owner_hands_its_worker_over_and_its_run_is_interrupted_not_replayed(cluster: Cluster) -> None:
-    """kill -9 the process running analyst's autonomy while a duty run of its waits on the model:
-    another process takes analyst over (within one lease ttl of the kill, and a beat) and fires the
-    duty's next slot; the cut run ends `interrupted` and is not run again."""
+def test_a_killed_process_leaves_its_worker_and_its_im_messages_to_the_others(cluster: Cluster) -> None:
+    """kill -9 the process running analyst's autonomy while a duty run of its waits on the model and
+    an IM answer it owes waits for Slack (down): another process takes analyst over (within one
+    lease ttl of the kill, and a beat) and fires the duty's next slot; the cut run ends
+    `interrupted` and is not run again; the IM answer is sent, once, by a live process."""
     owner = next(p for p in cluster.processes if "demo/analyst" in autonomy_here(p)["workers_here"])
     dead = autonomy_here(owner)["instance"]
+    cluster.slack.down[POST] = 503
+    cluster.model.expect(When("question 900", Reply("answer 900")))
+    body, headers = slack_dm(900, 0)
+    accepted = cluster.client(owner.url).post(WEBHOOK, content=body, headers=headers)
+    assert accepted.status_code == 200, accepted.text
+    owed = until(lambda: undelivered(cluster, "D900"), "the answer to wait for Slack", cluster.check_alive)
+    assert owed["owner"] == dead
     at = slots(2, gap_s=1, lead_s=3)
     cluster.model.expect(When("[kill tick]", Hang()), When("[kill tick]", Reply("tock")))
     add_duty(cluster, "kill-tick", at, "Say [kill tick].")
@@ -234,6 +243,8 @@ def test_a_killed_owner_hands_its_worker_over_and_its_run_is_interrupted_not_rep
           cluster.check_alive)  # fmt: skip
     owner.popen.kill()
     owner.popen.wait(DEADLINE_S)
+    sent_before = len(cluster.slack.calls(POST))
+    del cluster.slack.down[POST]
     survivors = [p for p in cluster.processes if p is not owner]
     heir = until(lambda: next((p for p in survivors if "demo/analyst" in autonomy_here(p)["workers_here"]), None),
                  "a survivor to take analyst over")  # fmt: skip
@@ -249,7 +260,21 @@ def test_a_killed_owner_hands_its_worker_over_and_its_run_is_interrupted_not_rep
         ("completed", successor),
     ]
     assert requests_with(cluster, "[kill tick]") == 2  # the cut run was not replayed
+    until(lambda: not journal(cluster.workspace), "the IM answer to be taken over and sent")
+    sent = cluster.slack.calls(POST)[sent_before:]
+    assert [(r.body["channel"], r.body["text"]) for r in sent] == [("D900", "answer 900")]
+    assert requests_with(cluster, "question 900") == 1  # answered before the kill: sent, not run again
     cluster.model.assert_done()
+
+
+def undelivered(cluster: Cluster, chat_id: str) -> dict[str, Any] | None:
+    """The journal entry of a message in `chat_id` once its answer is recorded and a delivery failed."""
+    for path in journal(cluster.workspace):
+        with contextlib.suppress(FileNotFoundError, ValueError):  # replaced or removed meanwhile
+            entry: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            if entry["message"]["chat_id"] == chat_id and entry["answer"] and entry["delivery"]:
+                return entry
+    return None
 
 
 def test_a_stream_still_open_when_the_grace_ends_gets_an_error_event_and_its_run_is_interrupted(

@@ -1,5 +1,6 @@
 """Exactly-once ingest: dedupe claims (files, Redis), the durable journal and its replay after a
-crash, and how the processor routes group messages (mention_required, group_monitoring -> inbox).
+crash, which process owns a journal entry when several share the journal, and how the processor
+routes group messages (mention_required, group_monitoring -> inbox).
 
 Replies are counted at a recording ChannelReplier; the worker router is not needed for these
 paths (commands and sensing never reach it), so the processor runs without one.
@@ -24,6 +25,7 @@ from genworker.channels.base import ChannelMessage, ReplayKey
 from genworker.channels.dedupe import MIN_TTL_S, FileDedupeStore, RedisDedupeStore
 from genworker.channels.errors import VerificationError
 from genworker.channels.ingest import FAILURE_TEXT, ChannelProcessor, EventJournal, create_channels
+from genworker.channels.ingest.journal import EntryTakenOver
 from genworker.channels.registry import ChannelRegistry
 from genworker.channels.replay import FileReplayGuard, RedisReplayGuard, ReplayGuard
 from genworker.delivery.messages import DeliveryResult, OutboundMessage
@@ -365,3 +367,62 @@ def test_a_replayed_sign_is_refused_and_a_failed_journal_write_frees_it(registry
         EventJournal(registry.workspace.root).read(p).message.event_id
         for p in EventJournal(registry.workspace.root).pending()
     ] == ["ding_a"]
+
+
+# -- several processes on one journal (issue #30) ------------------------------------------------
+
+ALIVE: Callable[[str], bool] = lambda _instance: True  # noqa: E731
+DEAD: Callable[[str], bool] = lambda _instance: False  # noqa: E731
+
+
+def test_an_entry_is_taken_over_only_from_an_instance_that_is_not_alive(tmp_path: Path) -> None:
+    first, second = EventJournal(tmp_path, "rt_first"), EventJournal(tmp_path, "rt_second")
+    entry = first.append(message("acme~w~slack", "D9:1", "hi"))
+    assert second.read(entry.path).owner == "rt_first"
+    assert second.claim(entry.path, ALIVE) is None  # its owner lives: it answers it
+    taken = second.claim(entry.path, DEAD)
+    assert taken is not None and taken.owner == "rt_second"
+    assert second.claim(entry.path, DEAD) is None  # already this instance's
+    # the first instance was only slow: each step it tries on the entry stops it
+    assert not first.owned(entry)
+    with pytest.raises(EntryTakenOver):
+        first.update(entry, answer="a second answer")
+    first.done(entry)
+    assert entry.path.exists()
+    second.done(second.update(taken, answer="the answer"))
+    assert not entry.path.exists()
+
+
+def test_an_entry_no_instance_owns_is_taken_at_start_only(tmp_path: Path) -> None:
+    written_before_owners = EventJournal(tmp_path).append(message("acme~w~slack", "D9:2", "hi"))
+    journal = EventJournal(tmp_path, "rt_new")
+    assert journal.claim(written_before_owners.path, DEAD) is None  # a sweep leaves it to whoever has it
+    taken = journal.claim(written_before_owners.path, DEAD, unowned=True)  # a start takes it
+    assert taken is not None and taken.owner == "rt_new"
+
+
+def test_an_answer_is_sent_once_by_the_instance_that_took_the_entry_over(registry: ChannelRegistry) -> None:
+    root = registry.workspace.root
+    first, second = EventJournal(root, "rt_first"), EventJournal(root, "rt_second")
+    appended = first.append(message("acme~w~slack", "D9:3", "hi"))
+    entry = first.update(appended, attempts=1, answer="Recorded answer.")  # not sent yet
+    late, heir = RecordingReplier(), RecordingReplier()
+
+    async def both() -> None:
+        taking = ChannelProcessor(registry, second, replier=heir)
+        assert await taking.take_over(ALIVE) == 0  # its owner lives
+        assert await taking.take_over(DEAD) == 1
+        # the first instance comes back to its entry after it was taken over: it sends nothing
+        slow = ChannelProcessor(registry, first, replier=late)
+        slow.submit(entry)
+        await slow.start()
+        await asyncio.wait_for(slow.drain(), 10)
+        await slow.stop()
+        assert entry.path.exists() and late.replies == []
+        await taking.start()
+        await asyncio.wait_for(taking.drain(), 10)
+        await taking.stop()
+
+    asyncio.run(both())
+    assert (late.replies, [o.text for _, o in heir.replies]) == ([], ["Recorded answer."])
+    assert second.pending() == []

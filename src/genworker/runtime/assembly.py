@@ -285,6 +285,8 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         inbox=InboxFacts(inbox),  # watched group messages
         commands_backend=command_backend,
         policy=redelivery_policy(settings.number),
+        owner=leases.instance_id,  # the messages it accepts are its own; those of dead processes it takes
+        alive=leases.alive,
     )
     stack.push_async_callback(channels.stop)
     _close_cycles(runtime, router, waiting, channels, delivery)

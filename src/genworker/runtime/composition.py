@@ -216,11 +216,13 @@ class Runtime:
 
     async def sweep_stopped_instances(self, leases: InstanceLeases) -> None:
         """Take over what processes that stopped renewing their lease left: their runs become
-        `interrupted`, their deferred calls are run or expired, their WAITING resumes restarted."""
+        `interrupted`, then the IM messages they had accepted are answered here, their deferred
+        calls are run or expired, their WAITING resumes restarted."""
         services = self.services
         orphans = await services.router.tasks.recover_orphans(leases.alive)
         if orphans:
             log.warning("[Runtime] %d runs of a stopped runtime process are now interrupted", len(orphans))
+        await services.channels.processor.take_over(leases.alive)
         await self.tools.undo.recover(alive=leases.alive)
         await services.outbox.recover(alive=leases.alive)
         workers = ((w.tenant_id, w.worker_id) for w in self.registry.workers())

@@ -5,34 +5,47 @@
     tenants/{t}/workers/{w}/runtime/channels/journal/dead/{name}.json         set aside, with
                                                    {name}.reason.txt        the reason next to it
 
-An entry (`schema_version` 2; version 1, written before delivery was tracked, is still read)
-holds the message, how many runs it started (`attempts`), the answer once it is known (written
-before it is sent, so a restart re-sends it instead of running the worker again) and, while the
-vendor will not take the answer, `delivery`: the failed attempts, when the next one is due and
-the last error. An answer that cannot be delivered within the retry horizon is set aside under
-`dead/` with its answer kept, for a person to re-send (`resend`).
+An entry (`schema_version` 3; versions 1 and 2, written before delivery and owners were tracked,
+are still read) holds the message, how many runs it started (`attempts`), the answer once it is
+known (written before it is sent, so a restart re-sends it instead of running the worker again),
+while the vendor will not take the answer, `delivery`: the failed attempts, when the next one is
+due and the last error; and `owner`, the runtime instance handling it. An answer that cannot be
+delivered within the retry horizon is set aside under `dead/` with its answer kept, for a person
+to re-send (`resend`).
+
+Several processes share the journal (docs/deploy.md). A journal made with an `owner` (this
+process's instance id) writes it into the entries it appends, and changes an entry only while no
+other instance owns it: `claim` takes over the entry of an instance that is no longer alive, and
+`update`, `done` and `owned` check the owner under the entry's lock, so an instance whose entry
+was taken over stops at its next step (`EntryTakenOver`) instead of answering it a second time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from genworker.channels.base import Attachment, ChannelMessage
-from genworker.fsutil import move_file, write_atomic
+from genworker.fsutil import move_file, striped_lock, write_atomic
 from genworker.ids import safe_join, validate_id
 
-__all__ = ["Delivery", "EventJournal", "JournalEntry", "decode_message", "encode_message"]
+__all__ = ["Delivery", "EntryTakenOver", "EventJournal", "JournalEntry", "decode_message", "encode_message"]
 
-SCHEMA_VERSION = 2
-_READABLE = frozenset({1, SCHEMA_VERSION})
+SCHEMA_VERSION = 3
+_READABLE = frozenset({1, 2, SCHEMA_VERSION})
+
+
+class EntryTakenOver(Exception):
+    """Another runtime instance has taken the entry over (this one was taken for dead), or finished it."""
 
 
 def encode_message(message: ChannelMessage) -> dict[str, Any]:
@@ -67,6 +80,7 @@ class JournalEntry:
     answer: str | None = None  # recorded before sending, so a replay re-sends instead of re-running
     delivery: Delivery | None = None  # set while the answer waits to be re-sent
     run_id: str | None = None  # an interrupted run the answer is a notice about
+    owner: str | None = None  # the runtime instance handling it (None: written before owners, or one process)
 
     @property
     def name(self) -> str:
@@ -102,19 +116,52 @@ def _iso(ts: float) -> str:
 
 
 class EventJournal:
-    """One file per accepted event under `tenants/{t}/workers/{w}/runtime/channels/journal/`."""
+    """One file per accepted event under `tenants/{t}/workers/{w}/runtime/channels/journal/`; with
+    `owner`, the entries this runtime instance handles (the others' are left alone while they live)."""
 
-    def __init__(self, workspace_root: Path) -> None:
+    def __init__(self, workspace_root: Path, owner: str | None = None) -> None:
         self.root = workspace_root
+        self.owner = owner
 
     def folder(self, tenant_id: str, worker_id: str) -> Path:
         return safe_join(self.root, "tenants", tenant_id, "workers", worker_id) / "runtime" / "channels" / "journal"
 
     def append(self, message: ChannelMessage) -> JournalEntry:
         name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
-        entry = JournalEntry(self.folder(message.tenant_id, message.worker_id) / name, message)
+        entry = JournalEntry(self.folder(message.tenant_id, message.worker_id) / name, message, owner=self.owner)
         self._write(entry)
         return entry
+
+    def claim(self, path: Path, alive: Callable[[str], bool], *, unowned: bool = False) -> JournalEntry | None:
+        """Take the entry at `path` over when the instance that owns it is no longer `alive` (and,
+        with `unowned`, when no instance owns it); the entry, now this instance's, or None (a live
+        instance's, this instance's already, or gone)."""
+        with self._lock(path):
+            try:
+                entry = self.read(path)
+            except FileNotFoundError:
+                return None
+            if entry.owner == self.owner or (entry.owner is None and not unowned):
+                return None
+            if entry.owner is not None and alive(entry.owner):
+                return None
+            taken = dataclasses.replace(entry, owner=self.owner)
+            self._write(taken)
+            return taken
+
+    def owned(self, entry: JournalEntry) -> bool:
+        """The entry is still there and no other instance has taken it over."""
+        with self._lock(entry.path):
+            try:
+                return self._mine(self.read(entry.path))
+            except FileNotFoundError:
+                return False
+
+    def _mine(self, current: JournalEntry) -> bool:
+        return self.owner is None or current.owner in (None, self.owner)
+
+    def _lock(self, path: Path) -> AbstractContextManager[None]:
+        return striped_lock(path.parent, path.name)
 
     def _write(self, entry: JournalEntry) -> None:
         record: dict[str, Any] = {
@@ -124,12 +171,25 @@ class EventJournal:
             "message": encode_message(entry.message),
             "delivery": dataclasses.asdict(entry.delivery) if entry.delivery is not None else None,
             "run_id": entry.run_id,
+            "owner": entry.owner,
         }
         write_atomic(entry.path, json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
     def update(self, entry: JournalEntry, **changes: Any) -> JournalEntry:
+        """The entry with `changes`, written; EntryTakenOver when another instance owns it now."""
         updated = dataclasses.replace(entry, **changes)
-        self._write(updated)
+        if self.owner is None:
+            self._write(updated)
+            return updated
+        with self._lock(entry.path):
+            try:
+                current = self.read(entry.path)
+            except FileNotFoundError:
+                raise EntryTakenOver(f"{entry.path.name} is gone: another instance finished it") from None
+            if not self._mine(current):
+                raise EntryTakenOver(f"{entry.path.name} was taken over by {current.owner}")
+            updated = dataclasses.replace(updated, owner=self.owner)
+            self._write(updated)
         return updated
 
     def read(self, path: Path) -> JournalEntry:
@@ -146,6 +206,7 @@ class EventJournal:
             data.get("answer"),
             Delivery(**delivery) if delivery is not None else None,
             data.get("run_id"),
+            data.get("owner"),
         )
 
     def pending(self) -> list[Path]:
@@ -154,7 +215,13 @@ class EventJournal:
         return sorted(paths, key=lambda p: p.name)
 
     def done(self, entry: JournalEntry) -> None:
-        entry.path.unlink(missing_ok=True)
+        """Remove the entry (its answer is delivered), unless another instance has taken it over."""
+        if self.owner is None:
+            entry.path.unlink(missing_ok=True)
+            return
+        with self._lock(entry.path), contextlib.suppress(FileNotFoundError):
+            if self._mine(self.read(entry.path)):
+                entry.path.unlink()
 
     def dead(self, path: Path, reason: str) -> Path:
         """Set an entry aside under `journal/dead/` with the reason next to it; its new path."""

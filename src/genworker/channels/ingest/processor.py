@@ -1,8 +1,13 @@
 """The channel processor: works the journal of accepted IM messages until each is answered.
 
-On start it queues every entry a previous process left, then takes new ones as the ingest submits
-them. Handling one message: drop group messages from chats not in `chat_ids`; in groups, a
-message that does not mention the bot goes to the inbox as a sensed fact when
+On start it queues the entries a previous process left, then takes new ones as the ingest submits
+them. With several processes on one workspace (docs/deploy.md) each entry has an owner, the
+instance that accepted it: a process takes over only the entries of instances that are no longer
+alive — at start, and at each sweep for stopped instances (`take_over`) — and checks that an entry
+is still its own before it sends its answer, so one message is answered by one process.
+
+Handling one message: drop group messages from chats not in `chat_ids`; in groups, a message
+that does not mention the bot goes to the inbox as a sensed fact when
 `features.group_monitoring` is on, to the worker when `features.mention_required` is false, else
 nowhere; IM commands are answered by `commands`; anything else runs through
 `WorkerRouter.route_stream` on a thread derived from platform + chat + thread (idempotency key
@@ -31,7 +36,7 @@ from typing import Any, Literal
 
 from genworker.channels import commands
 from genworker.channels.base import ChannelMessage, ChannelReplier, InboxWriter, StreamingReplier
-from genworker.channels.ingest.journal import Delivery, EventJournal, JournalEntry
+from genworker.channels.ingest.journal import Delivery, EntryTakenOver, EventJournal, JournalEntry
 from genworker.channels.interrupted import (
     NOTICE_TEXT,
     AttentionItem,
@@ -136,12 +141,17 @@ class ChannelProcessor:
         self.due.clock = clock
         self.due.wake()
 
-    async def start(self) -> int:
-        """Queue what a previous process left in the journal, then start working; returns that count."""
-        left = await asyncio.to_thread(self.journal.pending)
+    async def start(self, alive: Callable[[str], bool] | None = None) -> int:
+        """Queue what a previous process left in the journal, then start working; returns that count.
+        With `alive` (the instance leases), only entries of instances that are not alive, and those
+        no instance owns, are taken; the others are their live owners' to answer."""
         self._given_up = await asyncio.to_thread(self._count_given_up)
-        for path in left:
-            self._queue.put_nowait(path)
+        if alive is None or self.journal.owner is None:
+            left: list[JournalEntry | Path] = list(await asyncio.to_thread(self.journal.pending))
+        else:
+            left = list(await asyncio.to_thread(self._claim_all, alive, True))
+        for item in left:
+            self._queue.put_nowait(item)
         if left:
             log.warning("[Channels] replaying %d accepted events left unprocessed by a previous process", len(left))
         self._workers = [
@@ -158,6 +168,29 @@ class ChannelProcessor:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._workers.clear()
+
+    async def take_over(self, alive: Callable[[str], bool]) -> int:
+        """Queue the entries of instances that are no longer `alive` (a process died with messages
+        it had accepted); the number taken over."""
+        taken = await asyncio.to_thread(self._claim_all, alive, False)
+        for entry in taken:
+            self._queue.put_nowait(entry)
+        if taken:
+            log.warning("[Channels] took over %d accepted events of a stopped process", len(taken))
+        return len(taken)
+
+    def _claim_all(self, alive: Callable[[str], bool], unowned: bool) -> list[JournalEntry | Path]:
+        """The entries this instance takes over; an unreadable one by its path (handling sets it aside)."""
+        taken: list[JournalEntry | Path] = []
+        for path in self.journal.pending():
+            try:
+                entry = self.journal.claim(path, alive, unowned=unowned)
+            except (ValueError, KeyError, TypeError):
+                taken.append(path)
+                continue
+            if entry is not None:
+                taken.append(entry)
+        return taken
 
     def origin(self, idempotency_key: str | None) -> ChannelMessage | None:
         """The message a run of this process is answering, while it runs (by the run's idempotency key)."""
@@ -206,6 +239,9 @@ class ChannelProcessor:
         entry = await asyncio.to_thread(self.journal.read, path)
         if entry.answer is None:
             raise ValueError(f"journal entry {entry_id} has no answer yet: its message is still being handled")
+        if entry.owner not in (None, self.journal.owner):  # a person asked this process: it takes the entry
+            taken = await asyncio.to_thread(self.journal.claim, path, lambda _owner: False)
+            entry = taken if taken is not None else entry
         if entry.dead:
             path = await asyncio.to_thread(self.journal.revive, path)
             self._count(self._given_up, entry.message.platform, -1)
@@ -247,6 +283,10 @@ class ChannelProcessor:
         self._inflight.add(entry.path)
         try:
             return await self._handle_entry(entry)
+        except EntryTakenOver as taken:  # this process was taken for dead: the new owner answers it
+            log.warning("[Channels] event %s left to another process: %s", entry.message.event_id, taken)
+            self._retrying.pop(entry.path, None)
+            return None
         finally:
             self._inflight.discard(entry.path)
 
@@ -512,6 +552,8 @@ class ChannelProcessor:
         past the retry horizon, set the entry aside for a person)."""
         assert entry.answer is not None
         message = entry.message
+        if not await asyncio.to_thread(self.journal.owned, entry):
+            raise EntryTakenOver(f"{entry.name} is no longer this process's to answer")
         error = await self._send(message, entry.answer)
         if error is None:
             if entry.delivery is not None:

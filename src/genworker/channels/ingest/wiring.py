@@ -40,8 +40,8 @@ class Channels:
     processor: ChannelProcessor
     replayed: int = 0  # journal entries a previous process left, replayed at start
 
-    async def start(self) -> int:
-        replayed = await self.processor.start()
+    async def start(self, alive: Callable[[str], bool] | None = None) -> int:
+        replayed = await self.processor.start(alive)
         register_collector(_GAUGE, self.processor.undelivered_counts)
         return replayed
 
@@ -70,8 +70,9 @@ def create_channels(
     commands_backend: commands.CommandBackend | None = None,
     replay: ReplayGuard | None = None,
     policy: RedeliveryPolicy | None = None,
+    owner: str | None = None,
 ) -> Channels:
-    journal = EventJournal(registry.workspace.root)
+    journal = EventJournal(registry.workspace.root, owner)
     processor = ChannelProcessor(
         registry,
         journal,
@@ -93,10 +94,14 @@ async def build_channels(
     inbox: InboxWriter | None,
     commands_backend: commands.CommandBackend | None,
     policy: RedeliveryPolicy,
+    owner: str | None = None,
+    alive: Callable[[str], bool] | None = None,
 ) -> Channels:
     """Build and start the channel ingress; after the router. Watched group messages go to `inbox`
     (the composition root adapts the inbox store to it), answers through `replier` (the outbound
-    `ChannelDelivery`; it can also be set later on `channels.processor.replier`).
+    `ChannelDelivery`; it can also be set later on `channels.processor.replier`). `owner` (this
+    runtime instance) owns the messages it accepts; at start it takes over those of instances that
+    are not `alive` (the instance leases), and leaves the live ones' alone.
 
     Dedupe claims and seen DingTalk signs go to Redis when the runtime has a shared async client
     (`aredis`), else to files. Undelivered answers are re-sent as `policy` says (`redelivery_policy`).
@@ -114,8 +119,9 @@ async def build_channels(
         inbox=inbox,
         commands_backend=commands_backend,
         policy=policy,
+        owner=owner,
     )
-    channels.replayed = await channels.start()
+    channels.replayed = await channels.start(alive)
     for binding in registry.all():
         if binding.limitation:
             log.warning("[Channels] %s: %s", binding.adapter_id, binding.limitation)
