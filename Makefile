@@ -34,6 +34,7 @@ bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same ru
 	$(PY) bench/supervision.py
 	$(PY) bench/chat_http.py
 	$(PY) bench/scaling.py
+	$(PY) bench/cluster.py
 	$(PY) bench/inbox.py
 	$(PY) bench/heartbeat.py
 	$(PY) bench/webhook.py

@@ -18,11 +18,8 @@ makes a missing Redis, and GENWORKER_REQUIRE_NGINX=1 a missing nginx, a failure 
 
 from __future__ import annotations
 
-import getpass
-import grp
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -43,10 +40,12 @@ from genworker.auth import ApiKeyStore
 from genworker.testing import ScriptedModelServer, polling, scripted_env
 from genworker.testing.credentials import SLACK_SIGNING_SECRET
 from genworker.testing.live_server import LiveServer
+from genworker.testing.nginx import find_nginx, start_nginx
 from genworker.testing.polling import free_port
 from genworker.testing.vendors import Vendor
 
 ROOT = Path(__file__).resolve().parents[2]
+DEPLOY_CONF = ROOT / "deploy/nginx.conf"
 PROCESSES = 3
 DEADLINE_S = 180  # a bound on waiting for a loaded 2-core machine, not a measurement
 LEASE_TTL_S = 6
@@ -91,7 +90,7 @@ def _missing(what: str, require: str, reason: str) -> None:
 
 
 def nginx_binary() -> str:
-    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").is_file() else None)
+    found = find_nginx()
     if found is None:
         _missing("cluster tests", "GENWORKER_REQUIRE_NGINX", "nginx is not installed (apt-get install nginx)")
     assert found is not None
@@ -101,45 +100,6 @@ def nginx_binary() -> str:
 def until(check: Callable[[], Any], what: str, alive: Callable[[], None] = lambda: None) -> Any:
     """Poll `check` until it returns something truthy; `alive` raises when waiting is pointless."""
     return polling.until(check, what, alive, ignoring=(httpx.TransportError,), deadline_s=DEADLINE_S)
-
-
-def location_block(conf: str) -> str:
-    """The `location / { ... }` block of an nginx config, braces matched."""
-    start = re.search(r"^\s*location / \{", conf, re.MULTILINE)
-    assert start is not None, "deploy/nginx.conf has no `location / {` block"
-    depth = 0
-    for index in range(start.end() - 1, len(conf)):
-        depth += {"{": 1, "}": -1}.get(conf[index], 0)
-        if depth == 0:
-            return conf[start.start() : index + 1]
-    raise AssertionError("deploy/nginx.conf: unbalanced braces in `location /`")
-
-
-def nginx_conf(prefix: Path, port: int, upstreams: list[int]) -> str:
-    servers = "\n".join(f"        server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;" for p in upstreams)
-    location = location_block((ROOT / "deploy/nginx.conf").read_text(encoding="utf-8"))
-    # as root, nginx's workers would switch to `nobody`, who may not enter the test's tmp folder
-    user = f"user {getpass.getuser()} {grp.getgrgid(os.getgid()).gr_name};\n" if os.geteuid() == 0 else ""
-    temp = "\n".join(
-        f"    {kind}_temp_path {prefix / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    return f"""{user}worker_processes 1;
-pid {prefix / "nginx.pid"};
-error_log {prefix / "error.log"} warn;
-events {{ worker_connections 1024; }}
-http {{
-    access_log {prefix / "access.log"};
-{temp}
-    upstream genworker {{
-{servers}
-        keepalive 16;
-    }}
-    server {{
-        listen 127.0.0.1:{port};
-{location}
-    }}
-}}
-"""
 
 
 @dataclass
@@ -268,37 +228,19 @@ def cluster(
         )
         env = {k: v for k, v in os.environ.items() if k in KEEP_ENV} | settings
         processes = [start_process(i, home, workspace, env) for i in range(PROCESSES)]
-        prefix = home / "nginx"
-        prefix.mkdir()
-        nginx_port = free_port()
-        conf = prefix / "nginx.conf"
-        conf.write_text(nginx_conf(prefix, nginx_port, [p.port for p in processes]), encoding="utf-8")
-        with (prefix / "stderr.log").open("wb") as sink:
-            balancer = subprocess.Popen(
-                [nginx, "-p", str(prefix), "-c", str(conf), "-e", str(prefix / "error.log"), "-g", "daemon off;"],
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
-        made = Cluster(workspace, processes, f"http://127.0.0.1:{nginx_port}", model, slack, cluster_redis, api_key,
-                       prefix / "error.log", home, env)  # fmt: skip
+        balancer = start_nginx(nginx, home / "nginx", free_port(), [p.port for p in processes], DEPLOY_CONF)
+        made = Cluster(workspace, processes, balancer.url, model, slack, cluster_redis, api_key, balancer.error_log,
+                       home, env)  # fmt: skip
         try:
             for process in processes:
                 until(lambda p=process: httpx.get(p.url + "/readiness").status_code == 200, "/readiness 200",
                       made.check_alive)  # fmt: skip
-
-            def nginx_alive() -> None:
-                if balancer.poll() is not None:
-                    said = (prefix / "stderr.log").read_text(encoding="utf-8") + made.nginx_log.read_text(
-                        encoding="utf-8"
-                    )
-                    raise AssertionError(f"nginx exited with {balancer.returncode}: {said}")
-
-            until(lambda: httpx.get(made.nginx_url + "/readiness").status_code == 200, "nginx", nginx_alive)
+            until(lambda: httpx.get(made.nginx_url + "/readiness").status_code == 200, "nginx", balancer.check_alive)
             yield made
         finally:
             for client in made.clients:
                 client.close()
-            stop(balancer, signal.SIGQUIT)  # nginx's graceful stop
+            balancer.stop()
             for process in made.processes:
                 if process.popen.poll() is None:
                     process.popen.send_signal(signal.SIGTERM)
