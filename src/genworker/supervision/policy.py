@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictFloat, ValidationError
 
 from genworker.supervision.errors import PolicyError
 
@@ -30,6 +30,16 @@ SUPERVISORS_DIR = "supervisors"
 Enforce = Literal["warn", "request_review", "pause", "stop"]
 
 
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("Input should be a valid integer, not true or false")
+    return value
+
+
+NOT_A_BOOL = BeforeValidator(_not_a_bool)  # after any bounds: they stay in the JSON schema
+JsonInt = Annotated[int, NOT_A_BOOL]  # an integer as JSON has it: 3 or 3.0, never true
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -37,32 +47,32 @@ class _Strict(BaseModel):
 class Attach(_Strict):
     """What the policy watches: conversations (thread ids), a duty's runs, an experiment; `all` every run."""
 
-    all: bool = False
+    all: StrictBool = False
     conversations: tuple[str, ...] = ()
     duties: tuple[str, ...] = ()
     experiments: tuple[str, ...] = ()
 
 
 class Budgets(_Strict):
-    tool_calls: int | None = Field(None, ge=0)
-    tokens: int | None = Field(None, ge=0)
-    seconds: float | None = Field(None, gt=0)
-    output_chars: int | None = Field(None, ge=0)
-    concurrent_tools: int | None = Field(None, ge=1)
+    tool_calls: Annotated[int, Field(ge=0), NOT_A_BOOL] | None = None
+    tokens: Annotated[int, Field(ge=0), NOT_A_BOOL] | None = None
+    seconds: Annotated[StrictFloat, Field(gt=0)] | None = None
+    output_chars: Annotated[int, Field(ge=0), NOT_A_BOOL] | None = None
+    concurrent_tools: Annotated[int, Field(ge=1), NOT_A_BOOL] | None = None
 
 
 class ModelReview(_Strict):
     """The cheap-tier reviewer: called on `events`, every `sample_every`-th one, at most `max_calls`."""
 
-    enabled: bool = False
+    enabled: StrictBool = False
     events: tuple[Literal["tool_result", "final"], ...] = ("final",)
-    sample_every: int = Field(1, ge=1)
-    max_calls: int = Field(2, ge=0, le=20)
+    sample_every: JsonInt = Field(1, ge=1)
+    max_calls: JsonInt = Field(2, ge=0, le=20)
     tier: Literal["fast", "standard"] = "fast"
 
 
 class SupervisorPolicy(_Strict):
-    schema_version: int = SCHEMA_VERSION
+    schema_version: JsonInt = SCHEMA_VERSION
     name: str = ""
     attach: Attach = Attach()
     tools: tuple[str, ...] | None = None  # allowed tool names (fnmatch patterns); None: any
@@ -73,7 +83,8 @@ class SupervisorPolicy(_Strict):
     output_schema: dict[str, Any] | None = None  # JSON schema the final answer must meet
     stop_on_tools: tuple[str, ...] = ()  # calling one of these stops the run
     stop_on_text: tuple[str, ...] = ()  # the answer containing one of these stops the run
-    max_tool_failures: int | None = Field(None, ge=1)  # metric threshold: failed or denied tool calls
+    # metric threshold: failed or denied tool calls
+    max_tool_failures: Annotated[int, Field(ge=1), NOT_A_BOOL] | None = None
     on_violation: Enforce = "stop"  # allow-lists, transitions, memory partitions, stop conditions
     on_budget: Enforce = "pause"  # budgets and metric thresholds
     model: ModelReview = ModelReview()

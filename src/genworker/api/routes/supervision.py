@@ -7,10 +7,10 @@ import asyncio
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from genworker.api.auth import loaded_worker, require_principal
 from genworker.api.deps import get_runtime
@@ -19,7 +19,7 @@ from genworker.api.params import RunId, WorkerId, id_path
 from genworker.auth import Principal
 from genworker.ids import safe_join
 from genworker.runtime.composition import Runtime
-from genworker.supervision.catalog import AttachKind, PolicyNotFound, attach, list_policies, save_policy
+from genworker.supervision.catalog import PolicyNotFound, attach, list_policies, save_policy
 from genworker.supervision.errors import PolicyError
 from genworker.supervision.policy import SupervisorPolicy
 from genworker.supervision.service import resolve_record, run_record
@@ -32,9 +32,23 @@ Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-class AttachBody(BaseModel):
-    kind: AttachKind
-    id: str | None = None  # the thread, duty or experiment id; none for "all"
+class AttachAll(BaseModel):
+    kind: Literal["all"]
+    id: None = None
+
+
+class AttachTo(BaseModel):
+    kind: Literal["conversation", "duty", "experiment"]
+    id: str = Field(min_length=1, max_length=200)  # the thread, duty or experiment id
+
+
+AttachBody = Annotated[AttachAll | AttachTo, Field(discriminator="kind")]
+
+
+class PolicyBody(SupervisorPolicy):
+    """A policy as written to its file; its name is the path's."""
+
+    schema_version: Literal[1] = 1  # the only SCHEMA_VERSION
 
 
 def _worker_dir(principal: Principal, runtime: Runtime, worker_id: str) -> tuple[Path, str, str]:
@@ -74,10 +88,10 @@ async def _record(run_id: str, read: Callable[[], dict[str, Any] | None]) -> dic
     "/supervisors/{name}", summary="Write a supervisor policy (supervisors/<name>.json)", responses=error_responses(400)
 )
 async def put_policy(
-    worker_id: WorkerId, name: PolicyName, body: dict[str, Any], principal: Auth, runtime: RuntimeDep
+    worker_id: WorkerId, name: PolicyName, body: PolicyBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
     folder, _, _ = _worker_dir(principal, runtime, worker_id)
-    return await _policy(folder, partial(save_policy, folder, name, body))
+    return await _policy(folder, partial(save_policy, folder, name, body.model_dump(mode="json", exclude_unset=True)))
 
 
 @router.post(
