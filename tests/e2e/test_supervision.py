@@ -40,7 +40,7 @@ def test_a_policy_attached_over_the_api_stops_a_run_outside_its_tool_allow_list(
     with serve(tmp_path, workspace, model_server) as server:
         base = server.url + "/api/v1/workers/alice"
         bad = httpx.put(base + "/supervisors/strict", json={"budgets": {"tool_calls": "many"}}, headers=auth)
-        assert bad.status_code == 400 and "supervisors/strict.json: budgets.tool_calls" in bad.text
+        assert bad.status_code == 422 and "body.budgets.tool_calls" in bad.text  # the body's schema is the policy's
         assert httpx.put(base + "/supervisors/strict", json={"tools": ["memory_*"]}, headers=auth).status_code == 200
         assert httpx.post(base + "/supervisors/nope/attach", json={"kind": "all"}, headers=auth).status_code == 404
         attached = httpx.post(base + "/supervisors/strict/attach", json={"kind": "all"}, headers=auth)
