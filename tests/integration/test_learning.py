@@ -119,6 +119,8 @@ def test_thirty_days_of_feedback_shadow_apply_rollback_and_freeze(history: Histo
         assert (gate["policy_version"], gate["shadow"]) == (0, [{"version": 1, "would_have": "confirm"}])
     refused = h.post("/learning/versions/1/apply")
     assert refused.status_code == 409 and "in shadow until 2026-03-09" in refused.json()["error"]["message"]
+    unknown = h.post("/learning/versions/99/apply")
+    assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "policy_version_not_found"
     assert h.get("/suggestions")["suggestions"] == []  # nothing proposed while in shadow
 
     # day 8: the shadow period is over -> proposed as a suggestion; a person approves it -> applied

@@ -2,7 +2,7 @@
 learned policy (versions, the one deciding, the freeze, metrics), the decision log, and a person's
 commands — apply a version after its shadow period, roll back, unfreeze. Tenant-scoped.
 
-Unknown run: 404; a command that does not apply now (still in shadow, frozen, nothing to roll back):
+Unknown run or policy version: 404; a command that does not apply now (still in shadow, frozen, nothing to roll back):
 409 saying why.
 """
 
@@ -22,7 +22,7 @@ from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, WorkerId
 from genworker.auth import Principal
-from genworker.autonomy.learning import LearningRefused
+from genworker.autonomy.learning import LearningRefused, PolicyVersionNotFound
 from genworker.runtime.composition import Runtime
 from genworker.worker.governance.snapshots import POLICY_DIR
 from genworker.worker.lifecycle import TaskLifecycleError
@@ -77,6 +77,8 @@ class RollbackBody(RequestBody):
 
 
 def _refused(exc: LearningRefused) -> ApiError:
+    if isinstance(exc, PolicyVersionNotFound):
+        return ApiError(404, "policy_version_not_found", str(exc))
     return ApiError(409, "conflict", str(exc))
 
 

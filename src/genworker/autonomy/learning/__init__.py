@@ -2,7 +2,13 @@
 in shadow first, are applied by a person and rolled back in one command (docs/learning.md)."""
 
 from genworker.autonomy.learning.gate import LearnedGateOverlay, learned_decision
-from genworker.autonomy.learning.learner import Learner, LearningRefused, Proposals, new_feedback_id
+from genworker.autonomy.learning.learner import (
+    Learner,
+    LearningRefused,
+    PolicyVersionNotFound,
+    Proposals,
+    new_feedback_id,
+)
 from genworker.autonomy.learning.models import (
     FeedbackEvent,
     FeedbackSource,
@@ -28,6 +34,7 @@ __all__ = [
     "LearningStore",
     "PolicyChange",
     "PolicyVersion",
+    "PolicyVersionNotFound",
     "Proposals",
     "build_learning",
     "learned_decision",

@@ -48,6 +48,10 @@ class LearningRefused(ValueError):
     """The step does not apply now (frozen, still in shadow, nothing to roll back ...); says why."""
 
 
+class PolicyVersionNotFound(LearningRefused):
+    """The command names a policy version the worker does not have."""
+
+
 class Proposals(Protocol):
     """Where a version is proposed to a person (the suggestions)."""
 
@@ -224,7 +228,7 @@ class Learner:
         def activate(state: LearningState) -> LearningState:
             version = state.version(number)
             if version is None:
-                raise LearningRefused(f"there is no policy version {number}")
+                raise PolicyVersionNotFound(f"there is no policy version {number}")
             if state.frozen is not None:
                 raise LearningRefused(f"learning is frozen ({state.frozen.reason}); unfreeze it first")
             if version.status != "shadow":
