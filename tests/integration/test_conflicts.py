@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -255,3 +256,46 @@ async def test_the_resolution_order_is_the_tenants(tmp_path: Path) -> None:
     await s.arbiter.plan("acme", "alice", "plan-a", [effect("plan-a", "set_status:closed")])
     _, [case] = await s.arbiter.plan("acme", "alice", "plan-b", [effect("plan-b", "set_status:closed")])
     assert case.resolution == "replan"  # merge is not in this tenant's order
+
+
+async def test_a_declared_plan_without_a_commit_within_its_ttl_expires_and_releases_its_claim(tmp_path: Path) -> None:
+    s = build(tmp_path)
+    now = [datetime(2026, 3, 1, 9, 0, tzinfo=UTC)]
+    s.arbiter.clock = lambda: now[0]
+    declared, _ = await s.arbiter.plan("acme", "alice", "plan-a", [effect("plan-a", "set_status:closed")],
+                                       run_bound=False, ttl_s=600)  # fmt: skip
+    assert (declared.ttl_s, declared.expires_at) == (600, now[0] + timedelta(seconds=600))
+    now[0] += timedelta(seconds=599)
+    _, within = await s.arbiter.plan("acme", "alice", "plan-b", [effect("plan-b", "set_status:open")])
+    assert [c.plan_a_id for c in within] == ["plan-a"]  # still live: B is serialized behind it
+    await s.arbiter.finish("acme", "alice", "plan-b", PlanState.FAILED, "test")
+
+    now[0] += timedelta(seconds=1)  # the ttl is over without a commit
+    _, after = await s.arbiter.plan("acme", "alice", "plan-c", [effect("plan-c", "set_status:open")])
+    assert after == []
+    expired = s.arbiter.store.plan("acme", "alice", "plan-a")
+    assert expired is not None and expired.state is PlanState.FAILED
+    assert expired.history[-1].reason.startswith("expired: no commit within its ttl of 600 s")
+    assert "plan-a" not in (await s.arbiter.ledger.state("acme", KEY)).claims
+    # plan-c was never serialized behind the expired plan: it commits at once
+    assert isinstance(await s.call("plan-c", "issue_set_status", number=42, status="open"), ToolCompleted)
+
+
+async def test_each_commit_renews_a_declared_plan(tmp_path: Path) -> None:
+    s = build(tmp_path)
+    now = [datetime(2026, 3, 1, 9, 0, tzinfo=UTC)]
+    s.arbiter.clock = lambda: now[0]
+    await s.arbiter.plan("acme", "alice", "plan-a", [effect("plan-a", "set_status:closed")], run_bound=False, ttl_s=60)
+    now[0] += timedelta(seconds=50)
+    assert isinstance(await s.call("plan-a", "issue_set_status", number=42, status="closed"), ToolCompleted)
+    now[0] += timedelta(seconds=50)  # 100 s after it was declared, 50 s after its commit
+    plan = await s.arbiter.expire_if_due("acme", "alice", "plan-a")
+    assert plan is not None and plan.state is PlanState.RUNNING and plan.expires_at == now[0] + timedelta(seconds=10)
+    now[0] += timedelta(seconds=10)
+    plan = await s.arbiter.expire_if_due("acme", "alice", "plan-a")
+    assert plan is not None and plan.state is PlanState.FAILED
+    # run-bound plans (a run's) never expire by time
+    await s.arbiter.plan("acme", "alice", "run-1", [effect("run-1", "set_status:open", version=None)])
+    now[0] += timedelta(days=365)
+    run_plan = await s.arbiter.expire_if_due("acme", "alice", "run-1")
+    assert run_plan is not None and run_plan.expires_at is None and not run_plan.state.terminal

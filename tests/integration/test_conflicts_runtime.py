@@ -10,6 +10,7 @@ import asyncio
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -225,3 +226,35 @@ def test_two_brief_items_whose_goals_exclude_each_other_are_one_card(
         settled = client.post(f"/api/v1/conflicts/{card.ref}/resolve", json={"decision": "proceed"}, headers=headers)
         assert settled.status_code == 200 and settled.json()["call"] is None
         assert runtime.services.conflicts.store.plans("acme", "alice") == []  # brief items are no plans
+
+
+def test_a_plan_declared_over_the_api_expires_after_its_ttl_without_a_commit(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    headers = auth(workspace)
+    with running(tmp_path, workspace, model_server) as (client, runtime):
+        effects = [{"resource_key": KEY, "operation": "write"}]
+        body = {"plan_id": "plan-a", "effects": effects, "ttl_seconds": 90.0}
+        declared = client.post("/api/v1/workers/alice/plans", json=body, headers=headers)
+        assert declared.status_code == 201, declared.text
+        plan = declared.json()["plan"]
+        created, expires = (datetime.fromisoformat(plan[k]) for k in ("created_at", "expires_at"))
+        assert plan["ttl_s"] == 90 and expires - created == timedelta(seconds=90)  # the real clock
+        assert created <= datetime.now(UTC) < expires
+        bad = {"plan_id": "plan-x", "effects": effects, "ttl_seconds": True}
+        assert client.post("/api/v1/workers/alice/plans", json=bad, headers=headers).status_code == 422
+
+        # 90 s later (the arbiter's clock moved on from the real one): expired when next looked at
+        runtime.services.conflicts.arbiter.clock = lambda: datetime.now(UTC) + timedelta(seconds=91)
+        got = client.get("/api/v1/workers/alice/plans/plan-a", headers=headers).json()["plan"]
+        assert got["state"] == "failed" and got["history"][-1]["reason"].startswith("expired: no commit")
+        second = client.post(
+            "/api/v1/workers/alice/plans", json={"plan_id": "plan-b", "effects": effects}, headers=headers
+        )
+        assert second.status_code == 201 and second.json()["conflicts"] == []  # its claim is gone
+        default = datetime.fromisoformat(second.json()["plan"]["expires_at"]) - datetime.fromisoformat(
+            second.json()["plan"]["created_at"]
+        )
+        assert default == timedelta(hours=24)  # conflict.declared_plan_ttl_seconds
+        again = client.post("/api/v1/workers/alice/plans", json=body, headers=headers)
+        assert again.status_code == 409  # an expired plan has ended: declare a new one

@@ -14,7 +14,7 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Strict
 
-__all__ = ["JsonDate", "RequestBody", "json_enum"]
+__all__ = ["JsonDate", "RequestBody", "json_enum", "json_integer"]
 
 E = TypeVar("E", bound=Enum)
 
@@ -36,6 +36,17 @@ def _full_date(value: Any) -> Any:
 
 
 JsonDate = Annotated[dt.date, Strict(False), BeforeValidator(_full_date)]
+
+
+def json_integer(value: Any) -> Any:
+    """An integer as JSON Schema has it: 3 or 3.0, never a bool or a string. Use it after the bounds:
+    `Annotated[int, Field(ge=1), Strict(False), BeforeValidator(json_integer)]`, so the schema reads
+    minimum/maximum."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be an integer")
+    return value
 
 
 def json_enum(enum: type[E]) -> Any:

@@ -11,10 +11,10 @@ import asyncio
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import Field
+from pydantic import BeforeValidator, Field, Strict
 
 from genworker.api.auth import loaded_worker, require_principal
-from genworker.api.bodies import RequestBody
+from genworker.api.bodies import RequestBody, json_integer
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.evidence import PlannedEffectBody
@@ -46,9 +46,17 @@ class DecisionBody(RequestBody):
     )
 
 
+TtlSeconds = Annotated[int, Field(ge=1, le=30 * 86_400), Strict(False), BeforeValidator(json_integer)]
+
+
 class PlanBody(RequestBody):
     plan_id: str = Field(max_length=ID_MAX_LENGTH, pattern=ID_SCHEMA_PATTERN)
     effects: list[PlannedEffectBody] = Field(min_length=1, max_length=50)
+    ttl_seconds: TtlSeconds | None = Field(
+        None,
+        description="without a commit for this long the plan expires and releases its claims "
+        "(default: the tenant's conflict.declared_plan_ttl_seconds, 24 h); each commit renews it",
+    )
 
 
 class FinishBody(RequestBody):
@@ -120,7 +128,9 @@ async def declare_plan(worker_id: WorkerId, body: PlanBody, principal: Auth, run
         for e in body.effects
     ]
     try:
-        plan, cases = await runtime.services.conflicts.arbiter.plan(t, w, body.plan_id, effects, run_bound=False)
+        plan, cases = await runtime.services.conflicts.arbiter.plan(
+            t, w, body.plan_id, effects, run_bound=False, ttl_s=body.ttl_seconds
+        )
     except IllegalPlanTransition as exc:
         raise ApiError(409, "conflict", str(exc)) from None
     return {"plan": plan.as_json(), "conflicts": [c.as_json() for c in cases]}
@@ -128,7 +138,7 @@ async def declare_plan(worker_id: WorkerId, body: PlanBody, principal: Auth, run
 
 @router.get(
     "/api/v1/workers/{worker_id}/plans/{plan_id}",
-    summary="A plan's state (Steward's state machine) and history",
+    summary="A plan's state (Steward's state machine) and history; a declared plan past its ttl is expired first",
     responses=error_responses(404),
 )
 async def get_plan(
@@ -136,7 +146,7 @@ async def get_plan(
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)
     store = runtime.services.conflicts.store
-    plan = await asyncio.to_thread(store.plan, worker.tenant_id, worker.worker_id, plan_id)
+    plan = await runtime.services.conflicts.arbiter.expire_if_due(worker.tenant_id, worker.worker_id, plan_id)
     if plan is None:
         raise ApiError(404, "plan_not_found", f"no plan {plan_id!r} for worker {worker_id!r}")
     cases = await asyncio.to_thread(store.cases, worker.tenant_id, plan_id=plan_id)

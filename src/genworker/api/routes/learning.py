@@ -17,7 +17,7 @@ from fastapi import Path as PathParam
 from pydantic import BeforeValidator, ConfigDict, Field, Strict
 
 from genworker.api.auth import loaded_worker, require_principal
-from genworker.api.bodies import RequestBody
+from genworker.api.bodies import RequestBody, json_integer
 from genworker.api.deps import get_runtime
 from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, WorkerId
@@ -35,16 +35,7 @@ Auth = Annotated[Principal, Depends(require_principal)]
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]
 
 
-def _integral(value: Any) -> Any:
-    """An integer as JSON Schema has it: 3 or 3.0, never a bool or a string."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError("must be an integer")
-    return value
-
-
-Version = Annotated[int, Field(ge=1, le=1_000_000), Strict(False), BeforeValidator(_integral)]
+Version = Annotated[int, Field(ge=1, le=1_000_000), Strict(False), BeforeValidator(json_integer)]
 
 
 DECISION_PATTERN = f"^{re.escape(POLICY_DIR)}/[0-9a-f]{{8,64}}\\.json$"

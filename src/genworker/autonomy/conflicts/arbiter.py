@@ -27,7 +27,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Generic, Literal, TypeVar
 
 from genworker.autonomy.conflicts.errors import ConflictNotOpen, IllegalPlanTransition, ResourceBusy
@@ -119,16 +119,22 @@ class ConflictArbiter:
         effects: Sequence[EffectRecord],
         *,
         run_bound: bool = True,
+        ttl_s: int | None = None,
     ) -> tuple[PlanRecord, list[ConflictCase]]:
         """Register a plan's effects and detect its conflicts with the plans claiming the same keys;
-        again for a plan already registered (re-planned: its effects are replaced). IllegalPlanTransition
-        for a plan that has ended."""
+        again for a plan already registered (re-planned: its effects are replaced). A declared plan
+        (`run_bound=False`) expires after `ttl_s` (default `declared_plan_ttl_seconds`) without a
+        commit; declaring it again renews it. IllegalPlanTransition for a plan that has ended."""
         known = await asyncio.to_thread(self.store.plan, tenant_id, worker_id, plan_id)
+        if known is not None and known.expired(self.clock()):
+            await self._expire(known)
+            known = await asyncio.to_thread(self.store.plan, tenant_id, worker_id, plan_id)
         if known is not None and known.state.terminal:
             raise IllegalPlanTransition(f"plan {plan_id} has ended ({known.state}); declare a new plan")
         cfg = self.config_of(tenant_id)
         mine = tuple(replace(e, plan_id=plan_id, tenant_id=tenant_id, worker_id=worker_id) for e in effects)
-        await self._move(tenant_id, worker_id, plan_id, PlanState.PLANNED, "planned", mine, run_bound)
+        lease = None if run_bound else ttl_s or cfg.declared_plan_ttl_seconds
+        await self._move(tenant_id, worker_id, plan_id, PlanState.PLANNED, "planned", mine, run_bound, lease)
         if not cfg.enabled:
             return await self._move(tenant_id, worker_id, plan_id, PlanState.GATED, "conflicts off"), []
         cases: list[ConflictCase] = []
@@ -162,6 +168,19 @@ class ConflictArbiter:
             async with self.ledger.lock(tenant_id, key, cfg.lock_ttl_seconds, cfg.lock_ttl_seconds):
                 await self.ledger.unclaim(tenant_id, key, plan_id)
         await self._end(tenant_id, worker_id, plan_id, state, reason)
+
+    async def expire_if_due(self, tenant_id: str, worker_id: str, plan_id: str) -> PlanRecord | None:
+        """The plan as stored, expired first when it is a declared plan past its `expires_at`."""
+        plan = await asyncio.to_thread(self.store.plan, tenant_id, worker_id, plan_id)
+        if plan is None or not plan.expired(self.clock()):
+            return plan
+        await self._expire(plan)
+        return await asyncio.to_thread(self.store.plan, tenant_id, worker_id, plan_id)
+
+    async def _expire(self, plan: PlanRecord) -> None:
+        why = f"expired: no commit within its ttl of {plan.ttl_s} s (until {plan.expires_at:%Y-%m-%d %H:%M:%S} UTC)"
+        log.info("[Conflicts] declared plan %s/%s %s", plan.worker_id, plan.plan_id, why)
+        await self.finish(plan.tenant_id, plan.worker_id, plan.plan_id, PlanState.FAILED, why)
 
     # -- commit time ---------------------------------------------------------------------------
 
@@ -370,15 +389,24 @@ class ConflictArbiter:
         return live
 
     async def _still_live(self, claims: Sequence[EffectRecord]) -> list[EffectRecord]:
-        if self.liveness is None:
-            return list(claims)
+        """The claims whose plan goes on: a declared plan until it ends or expires, a run's plan while
+        its run does (`liveness`)."""
         live = []
         for claim in claims:
-            ended = await self.liveness(claim.tenant_id, claim.worker_id, claim.plan_id)
+            t, w, p = claim.tenant_id, claim.worker_id, claim.plan_id
+            plan = await asyncio.to_thread(self.store.plan, t, w, p) if w else None
+            if plan is not None and not plan.run_bound:
+                if plan.expired(self.clock()):
+                    why = f"expired: no commit within its ttl of {plan.ttl_s} s"
+                    await self._end(t, w, p, PlanState.FAILED, why)
+                elif not plan.state.terminal:
+                    live.append(claim)
+                continue
+            ended = await self.liveness(t, w, p) if self.liveness is not None else None
             if ended is None:
                 live.append(claim)
             else:
-                await self._end(claim.tenant_id, claim.worker_id, claim.plan_id, ended, "its run ended")
+                await self._end(t, w, p, ended, "its run ended")
         return live
 
     async def _committed(self, effect: EffectRecord, version: str | None) -> None:
@@ -408,7 +436,9 @@ class ConflictArbiter:
         reason: str,
         effects: tuple[EffectRecord, ...] | None = None,
         run_bound: bool = True,
+        lease_s: int | None = None,
     ) -> PlanRecord:
+        """`lease_s`: a declared plan's ttl, from now. A declared plan's commit renews its lease."""
         now = self.clock()
 
         def move(plan: PlanRecord | None) -> PlanRecord:
@@ -416,6 +446,10 @@ class ConflictArbiter:
                 plan = PlanRecord(plan_id, tenant_id, worker_id, PlanState.NEW, now, run_bound=run_bound)
             if effects is not None:
                 plan = replace(plan, effects=effects)
+            if lease_s is not None:
+                plan = replace(plan, ttl_s=lease_s, expires_at=now + timedelta(seconds=lease_s))
+            elif target == PlanState.RUNNING and plan.ttl_s is not None and not plan.run_bound:
+                plan = replace(plan, expires_at=now + timedelta(seconds=plan.ttl_s))
             if plan.state == target or (target == PlanState.PLANNED and plan.state != PlanState.NEW):
                 return plan  # planned again (re-planned): its effects are replaced, its state stays
             if target == PlanState.RUNNING and plan.state == PlanState.CONFLICTED:

@@ -134,8 +134,13 @@ class PlanRecord:
     created_at: datetime
     effects: tuple[EffectRecord, ...] = ()
     history: tuple[Transition, ...] = ()
-    run_bound: bool = True  # its liveness is its run's; False: it ends only when told (`finish`)
+    run_bound: bool = True  # its liveness is its run's; False: declared, it ends when told (`finish`) or expires
+    ttl_s: int | None = None  # declared: how long it lives without a commit
+    expires_at: datetime | None = None  # declared: when it expires unless it commits before (each commit renews)
     schema_version: int = SCHEMA_VERSION
+
+    def expired(self, now: datetime) -> bool:
+        return not self.state.terminal and self.expires_at is not None and self.expires_at <= now
 
     def moved(self, target: PlanState, at: datetime, reason: str = "") -> PlanRecord:
         if target not in PLAN_TRANSITIONS[self.state]:
@@ -152,6 +157,8 @@ class PlanRecord:
             "state": self.state.value,
             "created_at": self.created_at.isoformat(),
             "run_bound": self.run_bound,
+            "ttl_s": self.ttl_s,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
             "effects": [e.as_json() for e in self.effects],
             "history": [t.as_json() for t in self.history],
         }
@@ -167,6 +174,8 @@ def plan_from_json(data: Mapping[str, Any], where: str) -> PlanRecord:
             state=PlanState(data["state"]),
             created_at=datetime.fromisoformat(data["created_at"]),
             run_bound=bool(data.get("run_bound", True)),
+            ttl_s=data.get("ttl_s"),
+            expires_at=datetime.fromisoformat(data["expires_at"]) if data.get("expires_at") else None,
             effects=tuple(EffectRecord.from_json(e) for e in data.get("effects", ())),
             history=tuple(
                 Transition(PlanState(t["from"]), PlanState(t["to"]), datetime.fromisoformat(t["at"]), t["reason"])

@@ -23,6 +23,7 @@ class ConflictConfig(Model):
     detect_at_commit_time: bool = True
     default_resolution_order: tuple[Resolution, ...] = ("merge", "serialize", "replan", "escalate")
     lock_ttl_seconds: int = Field(default=120, ge=1, le=3600)
+    declared_plan_ttl_seconds: int = Field(default=86_400, ge=1, le=30 * 86_400)  # a plan declared over the API
     semantic_conflict_check_for_brief: bool = True
     auto_escalate_on_irreversible_conflict: Literal[True] = True
 
