@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from genworker.autonomy.inbox import InboxItem, new_item
 from genworker.autonomy.spaces import (
     DEFAULT_SETTINGS,
-    EventLog,
+    FileEventLog,
+    FileSpaceStore,
     SpaceFileError,
     SpaceIndex,
     SpaceSettings,
     SpaceState,
-    SpaceStore,
     SpaceTransitionError,
     event_from_item,
     evidence_score,
@@ -110,7 +110,7 @@ def test_states_follow_idle_time_and_a_pinned_space_stays_active() -> None:
 
 
 def test_a_reverted_resurrection_puts_the_space_back_and_the_fact_in_its_own(tmp_path: Path) -> None:
-    log = EventLog(tmp_path)
+    log = FileEventLog(tmp_path)
     first = event(text="migrate the ledger to postgres")
     log.append(first)
     later = NOW + timedelta(days=40)
@@ -204,7 +204,7 @@ def test_a_space_file_reads_back_and_an_unknown_version_is_refused(tmp_path: Pat
     assert parse_space(text, "x.md") == space
     with pytest.raises(SpaceFileError, match="unknown schema_version 9"):
         parse_space(text.replace("schema_version: 1", "schema_version: 9", 1), "x.md")
-    store = SpaceStore(tmp_path)
+    store = FileSpaceStore(tmp_path)
     store.save(space)
     assert store.load("acme", "alice", "SPACE_7") == space
     path = store.path("acme", "alice", "SPACE_7")  # a person edits the file: the edit is what is read
@@ -214,7 +214,7 @@ def test_a_space_file_reads_back_and_an_unknown_version_is_refused(tmp_path: Pat
 
 
 def test_the_event_log_is_append_only_and_ignores_a_torn_last_line(tmp_path: Path) -> None:
-    log = EventLog(tmp_path)
+    log = FileEventLog(tmp_path)
     first, second = event(text="one"), event(text="two")
     log.append(first)
     log.append(second)
@@ -228,7 +228,7 @@ def test_the_event_log_is_append_only_and_ignores_a_torn_last_line(tmp_path: Pat
 
 
 def test_retrieval_stops_at_its_maximum_and_the_model_is_shown_at_most_twelve(tmp_path: Path) -> None:
-    store = SpaceStore(tmp_path, durable=False)
+    store = FileSpaceStore(tmp_path, durable=False)
     spaces = [new_space(f"SPACE_{n}", event(text=f"invoice batch {n} for billing"), NOW, ON) for n in range(1, 81)]
     index = SpaceIndex(tmp_path / "index.sqlite3", lambda: iter(spaces))
     for space in spaces:

@@ -218,7 +218,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     waiting_store: WaitingStore = RedisWaitingStore(shared_url) if shared_url else FileWaitingStore(root)
     brief_store: BriefStore = RedisBriefStore(runtime.redis) if runtime.redis is not None else FileBriefStore(root)
     policy_of = registry_policy(registry)
-    spaces = build_spaces(root, registry, runtime.llm, router.tasks)
+    spaces = build_spaces(root, registry, runtime.llm, router.tasks, runtime.redis)
     briefs = BriefService(
         brief_store,
         sink=ChannelBriefSink(delivery),

@@ -26,7 +26,6 @@ from typing import Any, Final
 from genworker.autonomy.inbox import InboxItem, new_item
 from genworker.autonomy.spaces import SpaceService, SpaceSettings, event_from_item
 from genworker.autonomy.spaces.lifecycle import new_space
-from genworker.autonomy.spaces.paths import locked
 from genworker.testing.model_server import Reply, ToolCallReply
 
 __all__ = ["TOPICS", "Oracle", "ScriptedFact", "Stream", "Topic", "bcubed", "scripted_stream", "seed_spaces"]
@@ -182,7 +181,7 @@ def seed_spaces(service: SpaceService, count: int, now: datetime, *, seed: int =
     settings = SpaceSettings(enabled=True)
     index = service.index(TENANT, WORKER)
     made = []
-    with locked(service.workspace, TENANT, WORKER):
+    with service.store.locked(TENANT, WORKER):
         for n in range(count):
             words = " ".join(rnd.sample(_NOISE_WORDS, 4))
             payload: dict[str, Any] = {"subject": f"{words} {rnd.choice(_FILLER)} {n}", "from": f"p{n % 40}"}

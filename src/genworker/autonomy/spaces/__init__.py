@@ -5,16 +5,17 @@ An immutable event log of `ContextEvent`s; a router that files each fact by stro
 bounded multiple-choice question to the model, resurrecting an old space before creating a new one;
 a lifecycle (active -> dormant -> parked -> archived, pins) that never deletes; and a `TaskCandidate`
 once a space's evidence reaches its threshold. Spaces are Markdown files under the worker's
-``runtime/spaces/``, with a rebuildable SQLite FTS5 index.
+``runtime/spaces/``, with a rebuildable SQLite FTS5 index; in the shared profile they are in Redis.
 """
 
 from genworker.autonomy.spaces.brief import pending_spaces
 from genworker.autonomy.spaces.chooser import CHOICE_TOOL, NEW, Choice, ChooserUnavailable, SpaceChooser
 from genworker.autonomy.spaces.config import DEFAULT_SETTINGS, SpaceSettings, registry_settings, resolve_settings
 from genworker.autonomy.spaces.errors import SpaceError, SpaceFileError, SpaceNotFound, SpaceTransitionError
-from genworker.autonomy.spaces.event_log import EventLog
 from genworker.autonomy.spaces.evidence import evidence_score
 from genworker.autonomy.spaces.facts import event_from_item
+from genworker.autonomy.spaces.file_event_log import FileEventLog
+from genworker.autonomy.spaces.file_store import FileSpaceStore
 from genworker.autonomy.spaces.index import SpaceIndex
 from genworker.autonomy.spaces.models import (
     SCHEMA_VERSION,
@@ -25,9 +26,10 @@ from genworker.autonomy.spaces.models import (
     SpaceState,
     TaskCandidate,
 )
+from genworker.autonomy.spaces.redis_store import RedisEventLog, RedisSpaceStore
 from genworker.autonomy.spaces.router import ContextSpaceRouter
 from genworker.autonomy.spaces.service import Absorbed, Candidate, Gathered, RunOpen, SpaceService
-from genworker.autonomy.spaces.store import SpaceStore
+from genworker.autonomy.spaces.store import EventLog, SpaceStore
 from genworker.autonomy.spaces.wiring import build_spaces
 
 __all__ = [
@@ -45,7 +47,11 @@ __all__ = [
     "ContextSpaceRouter",
     "EventLog",
     "EvidenceRef",
+    "FileEventLog",
+    "FileSpaceStore",
     "Gathered",
+    "RedisEventLog",
+    "RedisSpaceStore",
     "RunOpen",
     "SpaceChooser",
     "SpaceError",

@@ -4,13 +4,25 @@ inside the workspace), with its lock."""
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
+from genworker.autonomy.spaces.errors import SpaceNotFound
 from genworker.fsutil import file_lock
 from genworker.ids import safe_join, validate_id
 
-__all__ = ["locked", "spaces_dir"]
+__all__ = ["SPACE_ID", "checked_space_id", "locked", "spaces_dir"]
+
+SPACE_ID: Final = re.compile(r"^SPACE_([1-9][0-9]{0,11})$")
+
+
+def checked_space_id(space_id: str) -> str:
+    """`space_id` when it is one (``SPACE_{n}``); anything else is a space that does not exist."""
+    if not SPACE_ID.match(validate_id(space_id, "space id")):
+        raise SpaceNotFound(space_id)
+    return space_id
 
 
 def spaces_dir(workspace: Path, tenant_id: str, worker_id: str) -> Path:

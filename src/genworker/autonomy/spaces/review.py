@@ -12,10 +12,10 @@ from datetime import datetime
 
 from genworker.autonomy.spaces.config import SpaceSettings
 from genworker.autonomy.spaces.errors import SpaceTransitionError
-from genworker.autonomy.spaces.event_log import EventLog
 from genworker.autonomy.spaces.evidence import evidence_score
 from genworker.autonomy.spaces.lifecycle import new_space, settle
 from genworker.autonomy.spaces.models import Change, ContextSpace
+from genworker.autonomy.spaces.store import EventLog
 
 __all__ = ["confirm", "pin", "refile", "revert_resurrection"]
 

@@ -10,15 +10,18 @@
            yes: Candidate (a TaskCandidate and the task text; the heartbeat starts the run)
            no:  Gathered
 
-Facts of one worker are absorbed one at a time (a lock per worker in this process; the worker's
-autonomy runs in one process). Absorbing the same item again finds its event in a space and returns
-what it returned the first time, so an item retried after a crash never lands twice.
+Facts of one worker are absorbed one at a time in this process (a lock per worker), and every change
+of a space is made under the store's lock (a file lock, or a Redis lock in the shared profile), so
+processes sharing the spaces never lose one another's update. Absorbing the same item again finds
+its event in a space and returns what it returned the first time, so an item retried after a crash
+never lands twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,16 +33,16 @@ from genworker.autonomy.inbox import InboxItem
 from genworker.autonomy.spaces import review as reviews
 from genworker.autonomy.spaces.chooser import ChooserUnavailable
 from genworker.autonomy.spaces.config import SpaceSettings
-from genworker.autonomy.spaces.errors import SpaceNotFound
-from genworker.autonomy.spaces.event_log import EventLog
+from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound
 from genworker.autonomy.spaces.evidence import evidence_score, fresh_evidence, make_candidate, task_text
 from genworker.autonomy.spaces.facts import event_from_item
-from genworker.autonomy.spaces.index import INDEX_FILE, SpaceIndex
+from genworker.autonomy.spaces.file_event_log import FileEventLog
+from genworker.autonomy.spaces.file_store import FileSpaceStore
+from genworker.autonomy.spaces.index import SpaceIndex
 from genworker.autonomy.spaces.lifecycle import DEADLINE_GRACE, join, new_space, resurrect, settle
 from genworker.autonomy.spaces.models import ContextEvent, ContextSpace, Review, SpaceState, TaskCandidate
-from genworker.autonomy.spaces.paths import locked
 from genworker.autonomy.spaces.router import Anchored, Chosen, ContextSpaceRouter, CreateNew, Resurrect, Routing
-from genworker.autonomy.spaces.store import SpaceStore
+from genworker.autonomy.spaces.store import EventLog, SpaceStore
 from genworker.observability.metrics import (
     CONTEXT_SPACES,
     GaugeSample,
@@ -92,6 +95,8 @@ def _utc_now() -> datetime:
 class _Worker:
     index: SpaceIndex
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    syncing: threading.Lock = field(default_factory=threading.Lock)
+    mark: int | None = None  # how far the index has followed the store's changes (a separate index)
     swept: datetime | None = None
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -106,14 +111,17 @@ class SpaceService:
         run_open: RunOpen | None = None,
         clock: Callable[[], datetime] = _utc_now,
         durable: bool = True,
+        store: SpaceStore | None = None,
+        log: EventLog | None = None,
     ) -> None:
+        """Files under `workspace` unless a `store` and `log` are given (Redis, in the shared profile)."""
         self.workspace = workspace
         self.router = router
         self.settings_of = settings_of
         self.run_open = run_open
         self.clock = clock
-        self.store = SpaceStore(workspace, durable=durable)
-        self.log = EventLog(workspace, durable=durable)
+        self.store: SpaceStore = store if store is not None else FileSpaceStore(workspace, durable=durable)
+        self.log: EventLog = log if log is not None else FileEventLog(workspace, durable=durable)
         self._workers: dict[tuple[str, str], _Worker] = {}
 
     # -- parts -------------------------------------------------------------------------------
@@ -122,17 +130,34 @@ class SpaceService:
         key = (tenant_id, worker_id)
         found = self._workers.get(key)
         if found is None:
-            path = self.store.folder(tenant_id, worker_id) / INDEX_FILE
+            path = self.store.index_path(tenant_id, worker_id)
             index = SpaceIndex(path, lambda: self.store.all(tenant_id, worker_id))
             found = self._workers[key] = _Worker(index)
         return found
 
     def index(self, tenant_id: str, worker_id: str) -> SpaceIndex:
-        return self._worker(tenant_id, worker_id).index
+        """Blocking: the worker's index, caught up with what other processes saved."""
+        state = self._worker(tenant_id, worker_id)
+        with state.syncing:
+            changed = self.store.changed_since(tenant_id, worker_id, state.mark)
+            if changed is not None:
+                first, (state.mark, space_ids) = state.mark is None, changed
+                if first:
+                    state.index.rebuild()
+                elif space_ids:
+                    state.index.put(list(self._readable(tenant_id, worker_id, space_ids)))
+        return state.index
+
+    def _readable(self, t: str, w: str, space_ids: Iterable[str]) -> Iterable[ContextSpace]:
+        for space_id in space_ids:
+            try:
+                yield self.store.load(t, w, space_id)
+            except (SpaceNotFound, SpaceFileError) as exc:
+                log.error("[Spaces] %s/%s %s left out of the index: %s", t, w, space_id, exc)
 
     def has_spaces(self, tenant_id: str, worker_id: str) -> bool:
         """Blocking: whether the worker ever had a space (without creating anything)."""
-        return self.store.folder(tenant_id, worker_id).is_dir()
+        return self.store.has_spaces(tenant_id, worker_id)
 
     async def exists(self, tenant_id: str, worker_id: str) -> bool:
         return await asyncio.to_thread(self.has_spaces, tenant_id, worker_id)
@@ -157,13 +182,14 @@ class SpaceService:
         async with state.lock:
             now = self.clock()
             event = event_from_item(item, now).model_copy(update={"actionable": actionable})
-            held = await asyncio.to_thread(state.index.space_of_event, event.event_id)
+            index = await asyncio.to_thread(self.index, t, w)
+            held = await asyncio.to_thread(index.space_of_event, event.event_id)
             if held is not None:
                 return await asyncio.to_thread(self._again, t, w, held, event.event_id)
             await self._sweep_if_due(t, w, s, now)
             started = time.perf_counter()
             try:
-                routing = await self.router.route(state.index, event, s, now)
+                routing = await self.router.route(index, event, s, now)
             except ChooserUnavailable:
                 record_space_route_error("model_unavailable")
                 raise
@@ -182,7 +208,7 @@ class SpaceService:
 
     def _apply(self, routing: Routing, event: ContextEvent, s: SpaceSettings, now: datetime) -> ContextSpace:
         t, w = event.tenant_id, event.worker_id
-        with locked(self.workspace, t, w):
+        with self.store.locked(t, w):
             space = self._routed(routing, event, s, now)
             self.store.save(space)
             self._put(t, w, [space])
@@ -227,7 +253,7 @@ class SpaceService:
             return Gathered(space.space_id, f"gathered into {space.space_id}: its run {last.run_id} is going")
 
         def add() -> tuple[ContextSpace, TaskCandidate]:
-            with locked(self.workspace, t, w):
+            with self.store.locked(t, w):
                 current = self.store.load(t, w, space.space_id)
                 candidate = make_candidate(current, fresh_evidence(current), score, now)
                 stored = current.model_copy(update={"candidates": (*current.candidates, candidate)})
@@ -243,7 +269,7 @@ class SpaceService:
         """The task path accepted the candidate: its run is recorded on it."""
 
         def record() -> None:
-            with locked(self.workspace, tenant_id, worker_id):
+            with self.store.locked(tenant_id, worker_id):
                 space = self.store.load(tenant_id, worker_id, space_id)
                 candidates = tuple(
                     c.model_copy(update={"run_id": run_id}) if c.task_id == task_id else c for c in space.candidates
@@ -266,8 +292,10 @@ class SpaceService:
         limit: int = 100,
         offset: int = 0,
     ) -> list[dict[str, object]]:
-        index = self.index(tenant_id, worker_id)
-        return await asyncio.to_thread(index.cards, state=state, review=review, limit=limit, offset=offset)
+        def read() -> list[dict[str, object]]:
+            return self.index(tenant_id, worker_id).cards(state=state, review=review, limit=limit, offset=offset)
+
+        return await asyncio.to_thread(read)
 
     async def get(self, tenant_id: str, worker_id: str, space_id: str) -> ContextSpace:
         return await asyncio.to_thread(self.store.load, tenant_id, worker_id, space_id)
@@ -315,9 +343,9 @@ class SpaceService:
         s = self.settings_of(t, w)
 
         def apply() -> list[ContextSpace]:
-            if not self.store.path(t, w, space_id).is_file():  # before the lock: nothing made for a typo
+            if not self.store.exists(t, w, space_id):  # before the lock: nothing made for a typo
                 raise SpaceNotFound(space_id)
-            with locked(self.workspace, t, w):
+            with self.store.locked(t, w):
                 spaces = change(self.clock(), s)
                 for space in spaces:
                     self.store.save(space)
@@ -350,7 +378,7 @@ class SpaceService:
         if not stale:
             return 0
         changed = []
-        with locked(self.workspace, t, w):
+        with self.store.locked(t, w):
             for space_id in stale:
                 space = self.store.load(t, w, space_id)
                 settled = settle(space, now, s)
@@ -377,7 +405,7 @@ class SpaceService:
     def counts(self, tenant_id: str, worker_id: str) -> dict[str, int]:
         """Blocking: the worker's spaces by state (and merged)."""
         state = self._worker(tenant_id, worker_id)
-        state.counts = state.index.counts()
+        state.counts = self.index(tenant_id, worker_id).counts()
         return dict(state.counts)
 
     def samples(self) -> list[GaugeSample]:
@@ -405,6 +433,7 @@ class SpaceService:
         unregister_collector(_COLLECTOR)
         for state in self._workers.values():
             await asyncio.to_thread(state.index.close)
+        await asyncio.to_thread(self.store.close)
 
 
 def _record(routing: Routing, seconds: float) -> None:

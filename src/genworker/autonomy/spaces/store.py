@@ -1,105 +1,60 @@
-"""SpaceStore: a worker's spaces as files, ``runtime/spaces/{space_id}.md`` (Markdown + front matter,
-readable and greppable), replaced atomically; and the counter that numbers new spaces
-(``SPACE_1``, ``SPACE_2`` ..., in ``next_space.json``). Writers hold the worker's spaces lock
-(`paths.locked`). Blocking.
+"""The interfaces the file and Redis backends of context spaces share (blocking: callers use
+threads). The composition root picks one (`wiring.build_spaces`): files in one process, Redis when
+the profile shares one.
+
+`SpaceStore` holds the spaces (the truth), numbers new ones and serialises a worker's writers
+(`locked`: whoever changes a space loads it, changes it and saves it inside). `changed_since` tells a
+process which spaces others changed, so its own derived index follows; the file backend's index is
+shared with the files and answers None. `EventLog` is the append-only record of the facts.
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import re
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Protocol
 
-from genworker.autonomy.spaces.document import parse_space, render_space
-from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound
-from genworker.autonomy.spaces.models import SCHEMA_VERSION, ContextSpace
-from genworker.autonomy.spaces.paths import spaces_dir
-from genworker.fsutil import Signature, file_signature, write_atomic
-from genworker.ids import validate_id
+from genworker.autonomy.spaces.models import ContextEvent, ContextSpace
 
-__all__ = ["SPACE_ID", "SpaceStore"]
-
-log = logging.getLogger("genworker.spaces")
-
-SPACE_ID: Final = re.compile(r"^SPACE_([1-9][0-9]{0,11})$")
-_COUNTER: Final = "next_space.json"
-_CACHED: Final = 2_000  # parsed spaces kept (the oldest kept goes first)
+__all__ = ["EventLog", "SpaceStore"]
 
 
-class SpaceStore:
-    def __init__(self, workspace: Path, *, durable: bool = True) -> None:
-        self.workspace = workspace
-        self.durable = durable
-        # parsed spaces by path and file signature: every save makes a new inode, so a file someone
-        # else rewrote (a person, another process) is read again; the values are immutable
-        self._parsed: dict[Path, tuple[Signature, ContextSpace]] = {}
-
-    def folder(self, tenant_id: str, worker_id: str) -> Path:
-        return spaces_dir(self.workspace, tenant_id, worker_id)
-
-    def path(self, tenant_id: str, worker_id: str, space_id: str) -> Path:
-        if not SPACE_ID.match(validate_id(space_id, "space id")):
-            raise SpaceNotFound(space_id)
-        return self.folder(tenant_id, worker_id) / f"{space_id}.md"
-
+class SpaceStore(Protocol):
     def load(self, tenant_id: str, worker_id: str, space_id: str) -> ContextSpace:
-        path = self.path(tenant_id, worker_id, space_id)
-        signature = file_signature(path)
-        cached = self._parsed.get(path)
-        if cached is not None and signature is not None and cached[0] == signature:
-            return cached[1]
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SpaceNotFound(space_id) from None
-        space = parse_space(text, str(path))
-        if (space.space_id, space.tenant_id, space.worker_id) != (space_id, tenant_id, worker_id):
-            raise SpaceFileError(str(path), f"holds {space.tenant_id}/{space.worker_id}/{space.space_id}")
-        if signature is not None and signature == file_signature(path):  # not replaced while it was read
-            self._remember(path, signature, space)
-        return space
-
-    def _remember(self, path: Path, signature: Signature, space: ContextSpace) -> None:
-        if len(self._parsed) >= _CACHED and path not in self._parsed:
-            self._parsed.pop(next(iter(self._parsed)))
-        self._parsed[path] = (signature, space)
+        """Raises SpaceNotFound, or SpaceFileError for a stored space this build cannot read."""
 
     def save(self, space: ContextSpace) -> None:
-        path = self.path(space.tenant_id, space.worker_id, space.space_id)
-        write_atomic(path, render_space(space).encode("utf-8"), durable=self.durable)
-        signature = file_signature(path)
-        if signature is not None:
-            self._remember(path, signature, space)
+        """Store `space` (the caller holds `locked`)."""
+
+    def exists(self, tenant_id: str, worker_id: str, space_id: str) -> bool:
+        """Raises SpaceNotFound for an id that is not a space id."""
 
     def all(self, tenant_id: str, worker_id: str) -> Iterator[ContextSpace]:
-        """Every readable space; an unreadable file is logged and skipped (it stays for a person)."""
-        folder = self.folder(tenant_id, worker_id)
-        if not folder.is_dir():
-            return
-        for path in sorted(folder.glob("SPACE_*.md")):
-            try:
-                yield self.load(tenant_id, worker_id, path.stem)
-            except (SpaceFileError, SpaceNotFound, OSError) as exc:
-                log.error("[Spaces] %s skipped: %s", path, exc)
+        """Every readable space; an unreadable one is logged and skipped."""
+
+    def has_spaces(self, tenant_id: str, worker_id: str) -> bool:
+        """Whether the worker ever had a space (nothing is created by asking)."""
 
     def next_id(self, tenant_id: str, worker_id: str) -> str:
-        """A new space id; the caller holds the worker's spaces lock. The counter is derived: a lost,
-        unreadable or other-version one is recomputed from the space files."""
-        folder = self.folder(tenant_id, worker_id)
-        counter = folder / _COUNTER
-        try:
-            data = json.loads(counter.read_bytes())
-            if data.get("schema_version") != SCHEMA_VERSION or not isinstance(data.get("next"), int):
-                raise ValueError(f"{counter}: not a counter of schema_version {SCHEMA_VERSION}")
-            number = data["next"]
-        except (FileNotFoundError, ValueError, AttributeError):
-            numbers = [int(m.group(1)) for p in folder.glob("SPACE_*.md") if (m := SPACE_ID.match(p.stem))]
-            number = max(numbers, default=0) + 1
-        while (folder / f"SPACE_{number}.md").exists():  # a counter older than the files
-            number += 1
-        record = json.dumps({"schema_version": SCHEMA_VERSION, "next": number + 1}) + "\n"
-        write_atomic(counter, record.encode("utf-8"), durable=self.durable)
-        return f"SPACE_{number}"
+        """A new space id, never given before (the caller holds `locked`)."""
+
+    def locked(self, tenant_id: str, worker_id: str) -> contextlib.AbstractContextManager[None]:
+        """Exclusive over the worker's spaces, across threads and processes."""
+
+    def index_path(self, tenant_id: str, worker_id: str) -> Path:
+        """Where this process keeps the worker's derived index."""
+
+    def changed_since(self, tenant_id: str, worker_id: str, mark: int | None) -> tuple[int, list[str]] | None:
+        """For an index kept apart from the store: (a new mark, the spaces saved after `mark`); for
+        None, (the mark to start from, []) and the caller fills its index from `all`. None when the
+        index is shared with the store and needs no catching up."""
+
+    def close(self) -> None: ...
+
+
+class EventLog(Protocol):
+    def append(self, event: ContextEvent) -> None: ...
+
+    def read(self, tenant_id: str, worker_id: str, event_ids: Iterable[str] | None = None) -> list[ContextEvent]:
+        """The events with these ids (all of them when None), oldest first."""

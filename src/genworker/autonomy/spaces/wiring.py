@@ -1,13 +1,17 @@
 """How the composition root builds the spaces service: each worker's settings from its files, the
-router's model through the runtime's LLM client, and whether a space's last task run is still going
+router's model through the runtime's LLM client, the backend (files, or Redis in the shared
+profile), and whether a space's last task run is still going
 from the task lifecycle."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from redis import Redis
+
 from genworker.autonomy.spaces.chooser import SpaceChooser
 from genworker.autonomy.spaces.config import registry_settings
+from genworker.autonomy.spaces.redis_store import RedisEventLog, RedisSpaceStore
 from genworker.autonomy.spaces.router import ContextSpaceRouter
 from genworker.autonomy.spaces.service import RunOpen, SpaceService
 from genworker.llm.client import LLMClient
@@ -30,6 +34,12 @@ def run_open_in(tasks: TaskLifecycle) -> RunOpen:
     return run_open
 
 
-def build_spaces(workspace: Path, registry: WorkspaceRegistry, llm: LLMClient, tasks: TaskLifecycle) -> SpaceService:
+def build_spaces(
+    workspace: Path, registry: WorkspaceRegistry, llm: LLMClient, tasks: TaskLifecycle, redis: Redis | None = None
+) -> SpaceService:
+    """Files under the workspace, or Redis when the profile shares one."""
     router = ContextSpaceRouter(SpaceChooser(llm))
-    return SpaceService(workspace, router, registry_settings(registry), run_open=run_open_in(tasks))
+    shared = (RedisSpaceStore(redis), RedisEventLog(redis)) if redis is not None else (None, None)
+    return SpaceService(
+        workspace, router, registry_settings(registry), run_open=run_open_in(tasks), store=shared[0], log=shared[1]
+    )

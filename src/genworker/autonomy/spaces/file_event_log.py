@@ -1,4 +1,4 @@
-"""EventLog: the immutable record of every sensed fact a worker's spaces saw, one `ContextEvent` per
+"""FileEventLog: the immutable record of every sensed fact a worker's spaces saw, one `ContextEvent` per
 line of ``runtime/spaces/events.jsonl``. Lines are only ever appended (one write, then fsync);
 nothing rewrites or removes one. Blocking: call from a worker thread.
 
@@ -19,14 +19,14 @@ from pydantic import ValidationError
 from genworker.autonomy.spaces.models import ContextEvent
 from genworker.autonomy.spaces.paths import spaces_dir
 
-__all__ = ["EVENT_LOG", "EventLog"]
+__all__ = ["EVENT_LOG", "FileEventLog"]
 
 log = logging.getLogger("genworker.spaces")
 
 EVENT_LOG = "events.jsonl"
 
 
-class EventLog:
+class FileEventLog:
     def __init__(self, workspace: Path, *, durable: bool = True) -> None:
         self.workspace = workspace
         self.durable = durable  # False: no fdatasync (benchmarks and tests of routing only)
