@@ -49,7 +49,7 @@ from genworker.autonomy.spaces import (
     event_from_item,
 )
 from genworker.autonomy.spaces.chooser import question
-from genworker.autonomy.spaces.index import INDEX_FILE, IndexedSpace
+from genworker.autonomy.spaces.index import IndexedSpace
 from genworker.autonomy.spaces.retrieval import match_text
 from genworker.memory.index import fts_query
 from genworker.testing.fact_stream import Oracle, bcubed, scripted_stream, seed_spaces
@@ -140,7 +140,7 @@ async def cost(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-spaces-") as tmp:
         durable = crowd(Path(tmp) / "durable", args.spaces, now, durable=True)
         quick = crowd(Path(tmp) / "nofsync", args.spaces, now, durable=False)
-        index_file = durable.store.folder(TENANT, WORKER) / INDEX_FILE
+        index_file = durable.store.index_path(TENANT, WORKER)
         for round_ in range(args.rounds):
             items = facts(100 + round_, args.facts)
             events = [event_from_item(i, now) for i in items]
