@@ -40,6 +40,7 @@ from genworker.api.routes import channel_replies as channel_reply_routes
 from genworker.api.routes import channels as channel_routes
 from genworker.api.routes import confirmations as confirmation_routes
 from genworker.api.routes import conflicts as conflict_routes
+from genworker.api.routes import dashboard_pages as dashboard_page_routes
 from genworker.api.routes import engine_runs as engine_run_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(channel_reply_routes.router)
     app.include_router(outbox_routes.router)
     app.include_router(dashboard.router)
+    app.include_router(dashboard_page_routes.router)
     app.include_router(metrics_routes.router)
     app.include_router(brief_routes.router)
     app.include_router(waiting_routes.router)

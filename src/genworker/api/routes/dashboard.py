@@ -43,6 +43,7 @@ _ASSETS = {
     "channels.js": "text/javascript; charset=utf-8",
     "editor.js": "text/javascript; charset=utf-8",
     "playground.js": "text/javascript; charset=utf-8",
+    "pages.js": "text/javascript; charset=utf-8",
 }
 _PAGE_HEADERS = {
     "Content-Security-Policy": (

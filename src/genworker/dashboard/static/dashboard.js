@@ -218,6 +218,10 @@ async function logout() {
 
 // -- routes ----------------------------------------------------------------------
 
+// A worker's page that another script adds (pages.js): name -> {title, source(r): a path, or a function
+// that loads the page's data}.
+const WORKER_PAGES = {};
+
 // #/ | #/usage | #/health | #/workers/{w} | #/workers/{w}/usage | #/workers/{w}/runs/{run}
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -230,6 +234,7 @@ function route() {
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "edit") return { view: "edit", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "playground") return { view: "playground", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 4 && parts[2] === "runs") return { view: "run", worker: parts[1], run: parts[3] };
+  if (parts[0] === "workers" && parts.length === 3 && WORKER_PAGES[parts[2]]) return { view: parts[2], worker: parts[1] };
   return { view: "missing" };
 }
 
@@ -253,6 +258,7 @@ function showRoute() {
   if (r.view === "health") crumbs.push(el("span", { text: "Workspace health" }));
   if (r.view === "edit") crumbs.push(el("span", { text: "Edit files" }));
   if (r.view === "playground") crumbs.push(el("span", { text: "Playground" }));
+  if (WORKER_PAGES[r.view]) crumbs.push(el("span", { text: WORKER_PAGES[r.view].title }));
   $("#crumbs").replaceChildren(...crumbs.flatMap((c, i) => (i ? [" › ", c] : [c])));
   if (shown === "missing") {
     const why = r.worker ? `This key may not use a worker named “${r.worker}”, or it does not exist.`
@@ -276,7 +282,7 @@ function source(r) {
     case "run": return `/api/v1/workers/${w}/dashboard/runs/${encodeURIComponent(r.run)}`;
     case "edit": return `/api/v1/workers/${w}/files`;
     case "playground": return `/api/v1/workers/${w}/confirmations?status=pending`;
-    default: return null;
+    default: return WORKER_PAGES[r.view] ? WORKER_PAGES[r.view].source(r) : null;
   }
 }
 
@@ -291,7 +297,7 @@ async function load() {
   state.loading = current;
   state.again = false;
   try {
-    const data = await api(path);
+    const data = typeof path === "function" ? await path() : await api(path);
     if (view() !== current) return;  // logged out, or another page chosen, meanwhile
     const details = () => [...document.querySelectorAll(`#view-${r.view} details`)];
     const open = details().map((d) => d.open);  // a refresh keeps what the reader opened

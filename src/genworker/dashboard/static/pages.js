@@ -1,0 +1,171 @@
+// A worker's drawn pages: #/workers/{w}/autonomy (heartbeat runs, interruption-budget use and inbox arrivals
+// per day, the inbox's depth now: charts.js bars) and #/workers/{w}/timeline (recent runs, the calendar's next
+// fires and goals' due dates on one SVG time axis, and the same as a list). Each page is registered in
+// WORKER_PAGES and drawn by PAGES[name]; its section is added to <main> here. Uses dashboard.js's helpers.
+(() => {
+  "use strict";
+
+  const NS = "http://www.w3.org/2000/svg";
+
+  Object.assign(LABELS, {
+    processing: "Being processed", consumed: "Consumed", dead: "Dead-lettered", heartbeat: "Heartbeat",
+    duty: "Duty", goal: "Goal", chat: "Chat", im: "IM", event: "Event", sensor: "Sensor", schedule: "Schedule",
+    manual: "Manual", task: "Task", cancelled: "Cancelled",
+  });
+
+  // name -> [title, the worker page's link text, its JSON route under /api/v1/workers/{w}]
+  const OWN = {
+    autonomy: ["Autonomy charts", "Autonomy charts", "/dashboard/autonomy?days=14"],
+    timeline: ["Calendar timeline", "Calendar timeline", "/dashboard/timeline"],
+  };
+
+  function addView(name, title) {
+    const section = el("section", { id: `view-${name}`, class: "view", "data-view": name, "aria-labelledby": `h-${name}`, hidden: true },
+      el("h2", { id: `h-${name}`, text: title }), el("div", { class: "content" }));
+    $("#view-missing").before(section);
+  }
+
+  function workerUrl(r, path) { return `/api/v1/workers/${encodeURIComponent(r.worker)}${path}`; }
+
+  // A worker page of another script: its section, route and link on the worker's page.
+  function register(name, title, source, link) {
+    WORKER_PAGES[name] = { title, source };
+    addView(name, title);
+    links.push([name, link || title]);
+  }
+  const links = [];
+  window.registerWorkerPage = register;
+
+  for (const [name, [title, link, path]] of Object.entries(OWN)) register(name, title, (r) => workerUrl(r, path), link);
+
+  const workerPage = PAGES.worker;
+  PAGES.worker = function workerWithPages(data, r) {
+    workerPage(data, r);
+    const w = encodeURIComponent(r.worker);
+    $("#view-worker .worker-head .content").append(el("p", { class: "page-links" }, "More: ",
+      links.flatMap(([name, text], i) => [i ? " · " : "", el("a", { href: `#/workers/${w}/${name}`, text })])));
+  };
+
+  function heading(name, r) { $(`#h-${name}`).textContent = `${WORKER_PAGES[name].title} of ${r.worker}`; }
+  document.addEventListener("console:forget", () => {
+    for (const [name, page] of Object.entries(WORKER_PAGES)) $(`#h-${name}`).textContent = page.title;
+  });
+
+  // -- autonomy charts ----------------------------------------------------------------
+
+  const INBOX_STATES = ["pending", "processing", "failed", "dead", "consumed"];
+  const INBOX_COLOURS = { pending: "s0", processing: "s1", failed: "s4", dead: "bad", consumed: "s3" };
+
+  PAGES.autonomy = function autonomyPage(d, r) {
+    heading("autonomy", r);
+    const days = d.days.map((x) => x.slice(5));
+    const hb = d.heartbeat.per_day, budget = d.interruption_budget, inbox = d.inbox;
+    const every = d.heartbeat.interval_s >= 3600 ? `${+(d.heartbeat.interval_s / 3600).toFixed(1)} h` : `${Math.round(d.heartbeat.interval_s / 60)} min`;
+    const used = budget.per_day.map((x) => x.used);
+    const over = budget.per_day.filter((x) => x.used >= budget.limit).length;
+    $("#view-autonomy .content").replaceChildren(...[
+      el("div", { class: "stats" },
+        stat("Heartbeat runs", num(hb.reduce((a, x) => a + x.runs, 0))), stat("Failed heartbeat runs", num(hb.reduce((a, x) => a + x.failed, 0))),
+        stat("Interruptions today", `${num(used[used.length - 1])} of ${num(budget.limit)}`),
+        stat("Inbox depth now", num(inbox.depth))),
+      el("p", { class: "muted", text: `The last ${d.days.length} days. The heartbeat runs every ${every}; a day's interruption budget is ${budget.limit} (days in ${budget.timezone}).` }),
+      Charts.bars({ title: "Heartbeat runs per day", labels: days, series: [
+        { name: "Runs", values: hb.map((x) => x.runs), cls: "s0" },
+        { name: "Failed", values: hb.map((x) => x.failed), cls: "bad" }] }),
+      Charts.bars({ title: `Interruption budget used per day (limit ${budget.limit})`, labels: budget.per_day.map((x) => x.day.slice(5)),
+        series: [{ name: "Interruptions", values: used, cls: "s2" }] }),
+      over ? el("p", { class: "reason", text: `The budget ran out on ${over} of these days: later items waited for the next brief.` }) : null,
+      section("Inbox depth now", el("p", {}, `${num(inbox.depth)} item${inbox.depth === 1 ? "" : "s"} wait${inbox.depth === 1 ? "s" : ""} to be handled: `,
+        INBOX_STATES.flatMap((s, i) => [i ? ", " : "", badge(s), ` ${num(inbox.counts[s] || 0)}`]), ".")),
+      Charts.bars({ title: "Inbox items per day of arrival, by their state now", labels: days, stacked: true,
+        series: INBOX_STATES.map((s) => ({ name: label(s), values: inbox.per_day.map((x) => x[s] || 0), cls: INBOX_COLOURS[s] })) }),
+    ].filter(Boolean));
+  };
+
+  // -- the calendar as a timeline -----------------------------------------------------
+
+  const W = 760, LANE = 26, LEFT = 150, RIGHT = 10, TOP = 24;
+
+  function svg(tag, attrs, ...children) {
+    const node = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
+    for (const c of children) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return node;
+  }
+
+  function lanes(d) {
+    const out = [{ name: "Runs", kind: "runs", marks: d.runs }];
+    const upcoming = new Map();
+    for (const e of d.upcoming) {
+      const key = e.kind === "duty" ? `${e.title}` : label(e.kind);
+      if (!upcoming.has(key)) upcoming.set(key, []);
+      upcoming.get(key).push(e);
+    }
+    for (const [name, marks] of upcoming) out.push({ name, kind: "upcoming", marks });
+    if (d.due.length) out.push({ name: "Goals due", kind: "due", marks: d.due });
+    return out;
+  }
+
+  function draw(d, worker) {
+    const start = Date.parse(d.start), end = Date.parse(d.end), now = Date.parse(d.now);
+    const rows = lanes(d);
+    const H = TOP + rows.length * LANE + 8;
+    const x = (t) => LEFT + ((Math.min(Math.max(t, start), end) - start) / (end - start)) * (W - LEFT - RIGHT);
+    const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, class: "chart timeline", role: "img", preserveAspectRatio: "xMidYMid meet" });
+    for (let t = start - (start % 86400000) + 86400000; t < end; t += 86400000) {
+      const day = new Date(t);
+      chart.append(svg("line", { x1: x(t), x2: x(t), y1: TOP - 4, y2: H - 8, class: "grid-line" }),
+        svg("text", { x: x(t) + 2, y: TOP - 10, class: "axis" }, `${day.getUTCMonth() + 1}/${day.getUTCDate()}`));
+    }
+    chart.append(svg("line", { x1: x(now), x2: x(now), y1: TOP - 14, y2: H - 4, class: "now-line" }),
+      svg("text", { x: x(now) + 3, y: H - 2, class: "axis now" }, "now"));
+    rows.forEach((lane, i) => {
+      const y = TOP + i * LANE + LANE / 2;
+      chart.append(svg("text", { x: LEFT - 6, y: y + 4, class: "axis lane", "text-anchor": "end" }, clip(lane.name, 22)));
+      for (const m of lane.marks) chart.append(mark(lane.kind, m, x, y, worker, end));
+    });
+    const counts = `${d.runs.length} runs, ${d.upcoming.length} scheduled fires, ${d.due.length} due dates`;
+    chart.setAttribute("aria-label", `Timeline from ${d.start.slice(0, 10)} to ${d.end.slice(0, 10)}: ${counts}`);
+    return el("figure", { class: "chart-box" }, el("figcaption", { text: "The last 7 days and the next 7 (UTC days)" }), chart,
+      el("ul", { class: "legend" }, [["s0", "Run"], ["bad", "Failed run"], ["s1", "Scheduled"], ["s2", "Due date"]].map(([c, t]) =>
+        el("li", {}, el("span", { class: `swatch ${c}`, "aria-hidden": "true" }), t))));
+  }
+
+  function mark(kind, m, x, y, worker, end) {
+    if (kind === "runs") {
+      const from = x(Date.parse(m.start)), to = x(m.end ? Date.parse(m.end) : Date.parse(m.start));
+      const failed = ["failed", "interrupted", "budget_exceeded"].includes(m.state);
+      const link = svg("a", { href: `#/workers/${encodeURIComponent(worker)}/runs/${encodeURIComponent(m.run_id)}` },
+        svg("rect", { x: from, y: y - 7, width: Math.max(4, to - from), height: 14, class: `bar ${failed ? "bad" : "s0"}` },
+          svg("title", {}, `${label(m.source_type)} run ${m.run_id}: ${label(m.state)}, ${when(m.start)}`)));
+      return link;
+    }
+    if (kind === "upcoming") {
+      return svg("circle", { cx: x(Date.parse(m.at)), cy: y, r: 5, class: "bar s1" },
+        svg("title", {}, `${m.title}: ${m.local}${m.schedule ? ` (${m.schedule})` : ""}`));
+    }
+    const at = Date.parse(`${m.due}T23:59:59Z`);
+    const cx = x(at);
+    const beyond = at > end;
+    return svg("path", { d: `M${cx - 6} ${y + 6} L${cx} ${y - 7} L${cx + 6} ${y + 6} Z`, class: `bar s2${beyond ? " beyond" : ""}` },
+      svg("title", {}, `${m.milestone ? `${m.milestone} · milestone ` : "Goal "}${m.title}: due ${m.due}${beyond ? " (after this window)" : ""}, ${label(m.status)}`));
+  }
+
+  PAGES.timeline = function timelinePage(d, r) {
+    heading("timeline", r);
+    const w = r.worker;
+    const soon = d.upcoming.map((e) => [el("time", { datetime: e.at, text: e.local }), `${e.title}${e.trigger_id ? ` (${e.trigger_id})` : ""}`,
+      label(e.kind), e.schedule || ""]);
+    $("#view-timeline .content").replaceChildren(
+      el("p", { class: "muted", text: `Times in ${d.timezone}. Each run is a link to its run view; hover or focus a mark for its details.` }),
+      draw(d, w),
+      section(`Coming up (${d.upcoming.length})`, soon.length ? table(["When", "What", "Kind", "Schedule"], soon, "timeline-upcoming")
+        : muted("Nothing scheduled in the next days.")),
+      section(`Due dates (${d.due.length})`, d.due.length ? table(["Due", "Goal or milestone", "State"], d.due.map((g) => [
+        el("time", { datetime: g.due, text: g.due }), g.milestone ? `${g.title} (milestone of ${g.milestone})` : g.title, badge(g.status)]), "timeline-due")
+        : muted("No goal or milestone has a due date.")),
+      section(`Recent runs (${d.runs.length})`, d.runs.length ? table(["Run", "State", "Source", "Queued", "Finished"], d.runs.map((x) => [
+        runLink(w, x.run_id), badge(x.state), `${label(x.source_type)}${x.duty_id ? ` (${x.duty_id})` : ""}`, when(x.start), x.end ? when(x.end) : ""]), "timeline-runs")
+        : muted("No run in the last 7 days.")));
+  };
+})();

@@ -1,0 +1,200 @@
+"""A worker's drawn console pages in a real browser (Playwright driving Chromium, with the fixtures and
+helpers of test_dashboard_browser.py): the autonomy charts (heartbeat runs, interruption-budget use and
+inbox arrivals per day, the inbox's depth) and the calendar timeline (a heartbeat run, the next fires,
+a goal's due date), each by link and by deep link, readable labels, a 390x844 phone, another tenant's
+key, and logging out.
+
+One server for the module: the demo workspace plus tenant globex; inbox items and the day's
+interruptions written through the real stores before it starts, then one heartbeat run through the API
+(LiteLLM to the scripted model server). Screenshots go to test-artifacts/dashboard/console-*.png.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from tests.e2e.test_dashboard_browser import A11Y_PROBLEMS, GLOBEX, WAIT_MS, go, log_in, shot
+from tests.e2e.test_dashboard_browser import browser as browser
+from tests.e2e.test_dashboard_browser import page as page
+from tests.e2e.test_dashboard_console_browser import OVERFLOW, PHONE, doc_shot, raw_badges
+
+from genworker.auth import ApiKeyStore
+from genworker.autonomy.briefs.file_store import FileBriefStore
+from genworker.autonomy.inbox import FileInboxStore, new_item
+from genworker.testing import Reply, ScriptedModelServer, serve
+
+DUE_SOON = (datetime.now(UTC) + timedelta(days=3)).date()
+GOAL = (
+    "---\ngoal_id: board-pack\ntitle: Board pack ready\nstatus: active\npriority: high\n"
+    f"deadline: {DUE_SOON.isoformat()}\n---\n# Board pack ready\n"
+)
+
+
+@dataclass(frozen=True)
+class Pages:
+    url: str
+    demo: str  # API keys
+    globex: str
+    heartbeat_run: str
+
+
+def _sense(workspace: Path) -> None:
+    """Three facts for Iris's inbox: two of today, one of two days ago."""
+    store = FileInboxStore(workspace)
+    old = new_item("demo", "assistant", "webhook", "office-webhooks", "webhook.fact", {"title": "old invoice"})
+    items = [
+        replace(old, created_at=old.created_at - timedelta(days=2)),
+        new_item("demo", "assistant", "webhook", "office-webhooks", "webhook.fact", {"title": "db1 disk at 91%"}),
+        new_item("demo", "assistant", "webhook", "office-webhooks", "webhook.fact", {"title": "db1 disk at 93%"}),
+    ]
+
+    async def write() -> None:
+        for item in items:
+            assert await store.write(item)
+
+    with ThreadPoolExecutor(1) as pool:  # this thread's loop is Playwright's
+        pool.submit(lambda: asyncio.run(write())).result()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) -> Iterator[Pages]:
+    tmp = tmp_path_factory.mktemp("pages")
+    workspace = tmp / "workspace"
+    shutil.copytree(demo_workspace_src, workspace)
+    files = {**GLOBEX, "tenants/demo/workers/assistant/goals/board-pack.md": GOAL}
+    for rel, text in files.items():
+        (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
+        (workspace / rel).write_text(text, encoding="utf-8")
+    demo = ApiKeyStore(workspace).create("demo", label="pages browser test")[1]
+    globex = ApiKeyStore(workspace).create("globex")[1]
+    _sense(workspace)
+    briefs = FileBriefStore(workspace)
+    with ScriptedModelServer() as model:
+        model.expect(Reply('{"attention": false, "message": ""}'))
+        with serve(tmp, workspace, model) as server:
+            auth = {"Authorization": f"Bearer {demo}"}
+            policy = httpx.get(server.url + "/api/v1/workers/assistant/briefs/pending", headers=auth, timeout=30).json()
+            day = policy["interruption_budget"]["day"]
+            for n in range(2):
+                briefs.take_interruption("demo", "assistant", day, 3, f"item-{n}")
+            beat = httpx.post(
+                server.url + "/api/v1/workers/assistant/heartbeat/run?wait=true", headers=auth, timeout=60
+            )
+            assert beat.status_code == 200, beat.text
+            run_id = beat.json()["report"]["summary"]["run_id"]
+            assert run_id, beat.json()
+            model.assert_done()
+            yield Pages(server.url, demo, globex, run_id)
+
+
+def test_autonomy_charts_from_the_worker_page_and_by_deep_link(page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, pages.url, pages.demo)
+    go(page, "#/workers/assistant")
+    page.locator("#view-worker .page-links").get_by_role("link", name="Autonomy charts").click()
+    expect(page.locator("body[data-page=autonomy]")).to_have_count(1)
+    assert page.evaluate("location.hash") == "#/workers/assistant/autonomy"
+    view = page.locator("#view-autonomy")
+    expect(view.locator("h2")).to_have_text("Autonomy charts of assistant")
+    expect(view.locator("svg.chart")).to_have_count(3)
+    expect(view.get_by_role("img", name="Heartbeat runs per day: Runs 1, Failed 0 over 14 days")).to_have_count(1)
+    expect(
+        view.get_by_role("img", name="Interruption budget used per day (limit 3): Interruptions 2 over 14 days")
+    ).to_have_count(1)
+    inbox = "Pending 0, Being processed 0, Failed 0, Dead-lettered 0, Consumed 3"
+    expect(
+        view.get_by_role("img", name=f"Inbox items per day of arrival, by their state now: {inbox} over 14 days")
+    ).to_have_count(1)
+    expect(view.locator(".stat", has_text="Interruptions today").locator(".stat-value")).to_have_text("2 of 3")
+    expect(view).not_to_contain_text("null")
+    numbers = view.locator("details.numbers").nth(2)
+    numbers.locator("summary").click()
+    expect(numbers.locator("td[data-label='Consumed']").nth(11)).to_have_text("1")  # the fact of two days ago
+    assert raw_badges(page) == []
+    assert page.evaluate(A11Y_PROBLEMS) == []
+    doc_shot(page, "autonomy", full_page=True)
+
+    page.goto(f"{pages.url}/dashboard#/workers/assistant/autonomy")  # a deep link, opened fresh
+    expect(page.locator("body[data-page=autonomy]")).to_have_count(1)
+    expect(view.locator("svg.chart")).to_have_count(3)
+
+
+def test_calendar_timeline_with_runs_fires_and_due_dates(page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    log_in(page, pages.url, pages.demo)
+    go(page, "#/workers/assistant")
+    page.locator("#view-worker .page-links").get_by_role("link", name="Calendar timeline").click()
+    expect(page.locator("body[data-page=timeline]")).to_have_count(1)
+    view = page.locator("#view-timeline")
+    chart = view.locator("svg.timeline")
+    expect(chart).to_have_attribute("aria-label", _re(r"1 runs, \d+ scheduled fires, \d+ due dates"))
+    expect(chart.locator("text.lane")).to_contain_text(["Runs", "Morning brief for Dana"])
+    expect(view.locator("table.timeline-due")).to_contain_text("Board pack ready")
+    expect(view.locator("table.timeline-due")).to_contain_text("Backlog older than 30 days triaged (milestone of")
+    runs = view.locator("table.timeline-runs")
+    expect(runs).to_contain_text("Heartbeat")
+    expect(runs).to_contain_text("Completed")
+    assert raw_badges(page) == []
+    assert page.evaluate(A11Y_PROBLEMS) == []
+    doc_shot(page, "timeline", full_page=True)
+
+    chart.locator(f'a[href$="/runs/{pages.heartbeat_run}"]').click()  # a run on the axis opens its run view
+    expect(page.locator("body[data-page=run]")).to_have_count(1)
+    page.go_back()
+    expect(page.locator("body[data-page=timeline]")).to_have_count(1)
+
+
+def _re(pattern: str) -> Any:
+    import re
+
+    return re.compile(pattern)
+
+
+def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
+    context.set_default_timeout(WAIT_MS)
+    try:
+        phone = context.new_page()
+        log_in(phone, pages.url, pages.demo)
+        for name in ("autonomy", "timeline"):
+            go(phone, f"#/workers/assistant/{name}")
+            expect(phone.locator(f"#view-{name} svg.chart").first).to_be_visible()
+            assert phone.evaluate(OVERFLOW) <= 0, f"{name} scrolls sideways on a phone"
+            shot(phone, f"console-phone-{name}")
+    finally:
+        context.close()
+
+    log_in(page, pages.url, pages.globex)
+    for name in ("autonomy", "timeline"):
+        page.goto(f"{pages.url}/dashboard#/workers/assistant/{name}")
+        expect(page.locator("body[data-page=missing]")).to_have_count(1)
+        for path in (
+            f"/api/v1/workers/assistant/dashboard/{name}",
+            f"/api/v1/workers/demo%2Fassistant/dashboard/{name}",
+        ):
+            assert page.request.get(pages.url + path).status == 404, path
+    gina = page.request.get(pages.url + "/api/v1/workers/gina/dashboard/autonomy").json()
+    assert gina["heartbeat"]["per_day"][-1] == {"day": datetime.now(UTC).date().isoformat(), "runs": 0, "failed": 0}
+    page.get_by_role("button", name="Log out").click()
+
+    log_in(page, pages.url, pages.demo)
+    for name in ("autonomy", "timeline"):
+        go(page, f"#/workers/assistant/{name}")
+    page.get_by_role("button", name="Log out").click()
+    expect(page.get_by_role("heading", name="Log in")).to_be_visible()
+    text = page.evaluate("() => document.body.textContent")
+    leaked = [s for s in ("Board pack ready", pages.heartbeat_run, "of assistant", "Morning brief") if s in text]
+    assert leaked == []
