@@ -13,6 +13,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
+
+from genworker.auth import ApiKeyStore
+from genworker.testing import Reply, ScriptedModelServer
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -83,3 +88,28 @@ def test_demo_server_is_ready_with_a_model_from_the_environment(tmp_path: Path, 
     with server(tmp_path, demo_workspace, **env) as (base, _):
         status, body = _get(f"{base}/readiness")
         assert status == 200, body
+
+
+def test_a_server_that_loads_its_model_on_first_use_is_ready_and_answers_its_first_turn(
+    tmp_path: Path, demo_workspace: Path
+) -> None:
+    """GENWORKER_LLM_LOAD=first_use under the real server (start.py, uvloop): ready without LiteLLM,
+    saying so; the first chat turn loads it and is answered; then the warning is gone."""
+    headers = {"Authorization": f"Bearer {ApiKeyStore(demo_workspace).create('demo')[1]}"}
+    with ScriptedModelServer() as model:
+        model.expect(Reply("loaded on first use"))
+        env = {"GENWORKER_LLM_MODEL": "openai/scripted", "GENWORKER_LLM_API_BASE": model.base_url}
+        env |= {"GENWORKER_LLM_API_KEY": "k", "GENWORKER_LLM_LOAD": "first_use"}
+        with server(tmp_path, demo_workspace, **env) as (base, _):
+            status, body = _get(f"{base}/readiness")
+            assert status == 200, body
+            assert [w["code"] for w in body["warnings"]] == ["model_loads_on_first_use"]  # type: ignore[union-attr]
+            turn = httpx.post(
+                f"{base}/api/v1/chat/stream",
+                json={"worker_id": "assistant", "message": "hello"},
+                headers=headers,
+                timeout=120,
+            )
+            assert turn.status_code == 200 and "loaded on first use" in turn.text
+            status, body = _get(f"{base}/readiness")
+            assert (status, body["warnings"]) == (200, [])

@@ -15,7 +15,7 @@ from genworker.llm.client import LLMClient, StreamDone, TextChunk, ToolCallChunk
 from genworker.llm.config_source import load_model_config
 from genworker.llm.errors import ModelNotConfiguredError, ProviderError
 from genworker.llm.intent import LLMCallIntent, Purpose
-from genworker.settings import load_settings
+from genworker.settings import SettingsError, load_settings
 from genworker.testing import Fail, Hang, Reply, ScriptedModelServer, ToolCallReply
 
 pytestmark = pytest.mark.anyio
@@ -180,6 +180,33 @@ async def test_no_model_configured_names_the_files(tmp_path: Path) -> None:
     assert not client.configured
     with pytest.raises(ModelNotConfiguredError, match=r"config_local\.env.*litellm_local\.json"):
         await client.complete(LLMCallIntent(Purpose.CHAT), HI)
+
+
+async def test_first_use_loads_the_model_layer_with_the_first_call(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    client = client_for(tmp_path, model_server, GENWORKER_LLM_LOAD="first_use")
+    assert client.configured and not client.loaded  # ready to serve; LiteLLM's groups not built yet
+    model_server.expect(Reply("one"), Reply("two"))
+    first, second = await asyncio.gather(*(client.complete(LLMCallIntent(Purpose.CHAT), HI) for _ in range(2)))
+    assert client.loaded and {first.text, second.text} == {"one", "two"}  # built once, by either call
+
+
+async def test_first_use_of_a_model_list_litellm_refuses_is_not_configured_and_says_why(tmp_path: Path) -> None:
+    (tmp_path / "litellm_local.json").write_text(
+        '{"model_list": [{"model_name": "standard", "litellm_params": {"model": "no-such-provider/x"}}]}',
+        encoding="utf-8",
+    )
+    client = LLMClient(load_model_config(load_settings(tmp_path, {"GENWORKER_LLM_LOAD": "first_use"})))
+    assert client.configured
+    with pytest.raises(ModelNotConfiguredError, match="LiteLLM rejected the model configuration"):
+        await client.complete(LLMCallIntent(Purpose.CHAT), HI)
+    assert not client.configured and client.config.state.error  # /readiness now says model_config_invalid
+
+
+def test_an_unknown_load_mode_names_the_setting(tmp_path: Path) -> None:
+    with pytest.raises(SettingsError, match=r"GENWORKER_LLM_LOAD='lazy': must be one of start, first_use"):
+        load_model_config(load_settings(tmp_path, {"GENWORKER_LLM_LOAD": "lazy"}))
 
 
 async def test_litellm_file_with_tier_aliases(tmp_path: Path, model_server: ScriptedModelServer) -> None:

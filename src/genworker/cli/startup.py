@@ -134,11 +134,13 @@ class RuntimeStart:
         self.on_started()
 
     def _load(self) -> ASGIApp:
-        """In the background thread: import the application, and LiteLLM when a model is configured."""
+        """In the background thread: import the application, and LiteLLM when a model is configured
+        (unless GENWORKER_LLM_LOAD=first_use)."""
         from genworker.api.app import create_app
-        from genworker.llm.config_source import detect_model_config
+        from genworker.llm.config_source import load_model_config
 
-        if detect_model_config(self.settings).configured:
+        model = load_model_config(self.settings)
+        if model.state.configured and not model.load_on_first_use:
             from genworker.llm.loader import load_litellm
 
             self.starting.phase = MODEL_LOADING

@@ -5,13 +5,15 @@ Fallback runs reasoning -> strong -> standard -> fast over the configured groups
 it, a failure is an error of this call. Every call produces one `LLMCallRecord`.
 
 How a call reaches a group's deployment is llm/groups.py's. LiteLLM is imported when a configured
-client is built (llm/loader.py), not with this module; token counting does not need it
-(llm/tokenizer.py).
+client is built (llm/loader.py), or with its first call under GENWORKER_LLM_LOAD=first_use, not with
+this module; token counting does not need it (llm/tokenizer.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -194,19 +196,42 @@ class LLMClient:
         self.policy = policy or TableRoutingPolicy()
         self.recorder = recorder
         self._groups: ModelGroups | None = None
-        if config.state.configured:
-            try:
-                self._groups = ModelGroups(config.model_list)
-            except Exception as exc:  # LiteLLM refuses the model list (e.g. an unknown provider)
-                reason = f"{config.state.source}: LiteLLM rejected the model configuration: {exc}"
-                self.config = replace(config, state=ModelConfigState(False, config.state.source, reason, error=True))
+        self._building = threading.Lock()
+        if not config.load_on_first_use:
+            self._build_groups()
 
     @property
     def configured(self) -> bool:
+        """A model is configured and usable (under GENWORKER_LLM_LOAD=first_use: not refused so far)."""
+        return self._groups is not None or (self.config.load_on_first_use and self.config.state.configured)
+
+    @property
+    def loaded(self) -> bool:
+        """The model layer is loaded: LiteLLM imported, the groups built."""
         return self._groups is not None
 
+    def _build_groups(self) -> ModelGroups | None:
+        """Build the model groups (imports LiteLLM; blocking). A model list LiteLLM refuses leaves the
+        client unconfigured, saying why."""
+        with self._building:
+            config = self.config
+            if self._groups is None and config.state.configured:
+                try:
+                    self._groups = ModelGroups(config.model_list)
+                except Exception as exc:  # LiteLLM refuses the model list (e.g. an unknown provider)
+                    reason = f"{config.state.source}: LiteLLM rejected the model configuration: {exc}"
+                    refused = ModelConfigState(False, config.state.source, reason, error=True)
+                    self.config = replace(config, state=refused)
+            return self._groups
+
+    async def _loaded_groups(self) -> ModelGroups:
+        groups = self._groups or await asyncio.to_thread(self._build_groups)
+        if groups is None:
+            raise ModelNotConfiguredError(self.config.state.reason)
+        return groups
+
     def _chain(self, intent: LLMCallIntent) -> tuple[Tier, list[str]]:
-        if self._groups is None:
+        if not self.configured:
             raise ModelNotConfiguredError(self.config.state.reason)
         tier = self.policy.tier_for(intent)
         chain = [t for t in self.policy.chain_from(tier) if t in self.config.tier_groups]
@@ -239,7 +264,7 @@ class LLMClient:
         tool_choice: Mapping[str, Any] | None = None,  # e.g. force one function
     ) -> AsyncIterator[StreamEvent]:
         tier, groups = self._chain(intent)
-        assert self._groups is not None
+        model_groups = await self._loaded_groups()
         failed: list[str] = []
         kwargs: dict[str, Any] = {"messages": list(messages), "stream": True, "stream_options": {"include_usage": True}}
         kwargs["timeout"] = self.config.timeout_s
@@ -250,7 +275,7 @@ class LLMClient:
         for group in groups:
             started = time.perf_counter()
             try:
-                response = await self._groups.open(group, kwargs)
+                response = await model_groups.open(group, kwargs)
                 iterator = response.__aiter__()
                 first = await iterator.__anext__()
             except StopAsyncIteration:

@@ -7,32 +7,38 @@ Environment (one step): GENWORKER_LLM_MODEL / _API_BASE / _API_KEY serve every t
 GENWORKER_LLM_<TIER>_MODEL / _API_BASE / _API_KEY override one tier.
 File: a LiteLLM Router `model_list` whose `model_name`s are the tier groups, plus an optional
 `tier_aliases` {tier: group} when the groups are named differently.
+
+When the model layer loads (GENWORKER_LLM_LOAD): `start` (the default) imports LiteLLM and builds
+the groups while the server starts, so a ready server's first turn pays nothing; `first_use` defers
+that to the first model call, for small always-on deployments that would rather idle with less
+memory (LiteLLM holds about 180 MB) and pay a few seconds once (docs/configuration.md).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from genworker.llm.intent import Tier
-from genworker.settings import Settings
+from genworker.settings import Settings, SettingsError
 
 __all__ = [
     "LITELLM_FILE",
+    "LOAD_MODES",
     "TIERS",
     "ModelConfig",
     "ModelConfigProvider",
     "ModelConfigState",
-    "detect_model_config",
     "load_model_config",
 ]
 
 TIERS = tuple(t.value for t in Tier)
 LITELLM_FILE = "litellm_local.json"
+LOAD_MODES = ("start", "first_use")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,16 +55,21 @@ class ModelConfig:
     model_list: tuple[Mapping[str, Any], ...] = field(default=(), repr=False)
     tier_groups: Mapping[Tier, str] = field(default_factory=lambda: MappingProxyType({}))
     timeout_s: float = 60.0
+    load_on_first_use: bool = False  # GENWORKER_LLM_LOAD=first_use: LiteLLM loads with the first call
 
 
 ModelConfigProvider = Callable[[Settings], ModelConfig]
 
 
-def detect_model_config(settings: Settings) -> ModelConfigState:
-    return load_model_config(settings).state
-
-
 def load_model_config(settings: Settings) -> ModelConfig:
+    """The configuration; SettingsError naming GENWORKER_LLM_LOAD when it is not one of LOAD_MODES."""
+    load = settings.get("GENWORKER_LLM_LOAD", "start")
+    if load not in LOAD_MODES:
+        raise SettingsError(f"GENWORKER_LLM_LOAD={load!r}: must be one of {', '.join(LOAD_MODES)}")
+    return replace(_configured(settings), load_on_first_use=load == "first_use")
+
+
+def _configured(settings: Settings) -> ModelConfig:
     timeout = float(settings.get("GENWORKER_LLM_TIMEOUT", "60") or 60)
     if any(settings.get(f"GENWORKER_LLM{_tier_part(t)}_MODEL") for t in (None, *Tier)):
         return _from_env(settings, timeout)

@@ -46,6 +46,11 @@ log = logging.getLogger("genworker.runtime")
 
 GOVERNANCE_COMPONENTS = ("task_governance",)
 SHUTTING_DOWN = Reason("shutting_down", "the process is shutting down: it takes no new work", "runtime")
+MODEL_ON_FIRST_USE = Reason(
+    "model_loads_on_first_use",
+    "GENWORKER_LLM_LOAD=first_use: the model layer (LiteLLM) loads with the first model call",
+    "llm",
+)
 
 
 class RuntimeNotStarted(RuntimeError):
@@ -59,7 +64,6 @@ class Runtime:
 
     settings: Settings
     registry: WorkspaceRegistry
-    model: ModelConfigState
     llm: LLMClient
     tools: ToolRuntime
     components: dict[str, ComponentRuntimeStatus] = field(default_factory=dict)
@@ -72,6 +76,11 @@ class Runtime:
     _services: Services | None = None
     _stack: AsyncExitStack = field(default_factory=AsyncExitStack)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)  # reloads' tool refreshes
+
+    @property
+    def model(self) -> ModelConfigState:
+        """The model configuration's state (a list LiteLLM refuses on first use turns it to an error)."""
+        return self.llm.config.state
 
     @property
     def services(self) -> Services:
@@ -283,6 +292,7 @@ class Runtime:
             if await scope.beat() and self._services is not None:
                 self._follow(self._services)
                 await self._services.sensors.sync(scope.workers())
+                self._services.waiting.rescan()  # the timeouts of workers taken over are due now
         except Exception:  # Redis hiccuped: the next beat tries again
             log.exception("[Runtime] worker ownership beat failed")
 
@@ -316,9 +326,11 @@ class Runtime:
         refused = self.refusal()
         blocking: list[Reason] = [r for r in (SHUTTING_DOWN if self.draining else None, refused) if r is not None]
         warnings: list[Reason] = []
-        if not self.model.configured:
+        if not self.llm.configured:
             code = "model_config_invalid" if self.model.error else "model_not_configured"
             blocking.append(Reason(code, self.model.reason, "llm"))
+        elif not self.llm.loaded:
+            warnings.append(MODEL_ON_FIRST_USE)
         workspace = self.components["workspace"]
         if workspace.status == ComponentStatus.FAILED:
             blocking.append(Reason("workspace_failed", workspace.reason, "workspace"))
@@ -423,7 +435,6 @@ def build_runtime(settings: Settings) -> Runtime:
     runtime = Runtime(
         settings=settings,
         registry=registry,
-        model=llm.config.state,
         llm=llm,
         tools=ToolRuntime(
             registry.root, _script_dir(settings), workers=_loaded(registry), undo_max_late_s=undo_max_late_s(settings)
@@ -499,7 +510,8 @@ def _redis(runtime: Runtime) -> ComponentRuntimeStatus:
 def _llm(runtime: Runtime) -> ComponentRuntimeStatus:
     model = runtime.model
     if model.configured:
-        return ComponentRuntimeStatus("llm", ComponentStatus.READY, "", "litellm", {"source": model.source})
+        details = {"source": model.source, "load": "first_use" if runtime.llm.config.load_on_first_use else "start"}
+        return ComponentRuntimeStatus("llm", ComponentStatus.READY, "", "litellm", details)
     status = ComponentStatus.FAILED if model.error else ComponentStatus.DISABLED
     return ComponentRuntimeStatus("llm", status, model.reason, "litellm")
 
