@@ -50,13 +50,17 @@ def test_a_policy_attached_over_the_api_stops_a_run_outside_its_tool_allow_list(
         events = chat(server, api_key, {"worker_id": "alice", "message": "What does my note say?"})
         run_id = events[-1]["runId"]
         record = httpx.get(base + f"/runs/{run_id}/supervision", headers=auth).json()
+        run = httpx.get(base + f"/runs/{run_id}", headers=auth).json()
         other = httpx.get(server.url + f"/api/v1/workers/alice/runs/{run_id}/supervision", headers=_other(workspace))
         resolved = httpx.post(base + f"/runs/{run_id}/supervision/resolve", headers=auth).json()
     result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
     assert "refused by supervisor 'strict'" in result["content"]
     decision = next(e for e in events if e["type"] == "CUSTOM" and e["name"] == "supervisor_decision")
     assert decision["value"]["check"] == "tool_allow_list" and decision["value"]["cites"] == ["c1"]
-    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"]["outcome"] == "condition_stopped"
+    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["result"]["outcome"] == "supervisor_stopped"
+    # its own outcome in the run record: neither a completion nor a plain failure
+    assert run["state"] == "cancelled" and run["error"]["code"] == "supervisor_stopped"
+    assert "stopped by supervisor 'strict' (tool_allow_list)" in run["error"]["message"]
     assert record["state"] == "paused" and record["decisions"][0]["action"] == "stop"
     assert other.status_code == 404  # another tenant's key does not see the worker
     assert resolved["state"] == "resolved" and resolved["resolved_by"].startswith("key:")
@@ -75,11 +79,20 @@ def test_a_budget_pauses_the_run_as_budget_exceeded(
         Reply("Reading.", tool_calls=(read,)),
         Reply("Again.", tool_calls=(ToolCallReply("file_read", {"path": "files/notes.md"}, "c2"),)),
     )
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
     with serve(tmp_path, workspace, model_server) as server:
-        events = chat(server, key(workspace, "acme"), {"worker_id": "alice", "message": "Read it twice"})
+        events = chat(server, api_key, {"worker_id": "alice", "message": "Read it twice"})
+        base = server.url + f"/api/v1/workers/alice/runs/{events[-1]['runId']}"
+        run = httpx.get(base, headers=auth).json()
+        record = httpx.get(base + "/supervision", headers=auth).json()
     decision = next(e for e in events if e["type"] == "CUSTOM" and e["name"] == "supervisor_decision")
     assert decision["value"]["check"] == "tool_call_budget" and decision["value"]["action"] == "pause"
     assert events[-1]["result"]["outcome"] == "budget_exceeded"
+    # the run record: budget_exceeded (not failed), its error naming the supervisor's gate
+    assert run["state"] == "budget_exceeded" and run["error"]["code"] == "budget_exceeded"
+    assert "paused by supervisor 'budget' (tool_call_budget)" in run["error"]["message"]
+    assert record["state"] == "paused"  # the supervisor's own state, beside the run's
 
 
 def test_a_model_comment_cites_its_step_streams_is_kept_and_asks_for_review(

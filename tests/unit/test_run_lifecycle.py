@@ -245,6 +245,12 @@ MAPPING = {
         MAX_TURNS,
         ("Half way.", "partial output"),
     ),
+    "supervisor_stopped": (
+        RunResult("supervisor_stopped", "Half.", "react", error="stopped by supervisor 's'"),
+        S.CANCELLED,
+        RunError("supervisor_stopped", "stopped by supervisor 's'"),
+        ("Half.", "partial output"),
+    ),
     "failed": (RunResult("failed", "", "react", "provider_error", "timeout: upstream"), S.FAILED, PROVIDER, None),
     "failed-without-code": (RunResult("failed", error="?"), S.FAILED, RunError("engine_failed", "?"), None),
 }

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from genworker.engine.events import FinishedOutcome
 from genworker.llm.client import LLMCallRecord, LLMClient
 from genworker.llm.intent import Purpose, Tier
 from genworker.tools.base import ToolCall, ToolSpec
@@ -118,8 +119,9 @@ class FinalOutput:
 
 @dataclass(frozen=True, slots=True)
 class Interrupted:
-    # waiting: a tool suspended the run; budget_exceeded: the depth's token budget is spent
-    reason: Literal["max_turns_exceeded", "budget_exceeded", "condition_stopped", "waiting"]
+    # waiting: a tool suspended the run; budget_exceeded: the depth's token budget (or a supervisor's
+    # budget) is spent; supervisor_stopped: a supervisor's deterministic check paused or stopped it
+    reason: Literal["max_turns_exceeded", "budget_exceeded", "condition_stopped", "supervisor_stopped", "waiting"]
     text: str = ""
 
 
@@ -137,9 +139,7 @@ StepOutcome = RunAgain | FinalOutput | Interrupted | NeedsApproval
 
 # -- the whole run ------------------------------------------------------------------
 
-RunStatus = Literal[
-    "completed", "max_turns_exceeded", "budget_exceeded", "approval_required", "condition_stopped", "waiting", "failed"
-]
+RunStatus = Literal[FinishedOutcome, "failed"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,7 +113,9 @@ class EngineDispatcher:
             case FinalOutput(text=text):
                 return RunResult("completed", text, "react", tool_calls=loop.tool_calls)
             case Interrupted(reason=reason, text=text):
-                return RunResult(reason, text, "react", tool_calls=loop.tool_calls)
+                # a spent budget or a supervisor's stop: the run record's error says which and why
+                error = text if reason in ("budget_exceeded", "supervisor_stopped") else ""
+                return RunResult(reason, text, "react", tool_calls=loop.tool_calls, error=error)
             case NeedsApproval(call=call, reason=reason, checkpoint=checkpoint):
                 return RunResult(
                     "approval_required", "", "react", tool_calls=loop.tool_calls, pending_approval=call,

@@ -11,6 +11,7 @@ __all__ = [
     "Custom",
     "Emit",
     "EngineEvent",
+    "FinishedOutcome",
     "RunError",
     "RunFinished",
     "RunStarted",
@@ -31,12 +32,22 @@ class RunStarted:
     skill: str
 
 
+# how a run that did not fail ended (RunStatus is this or "failed"; docs/runs.md maps each to a run state)
+FinishedOutcome = Literal[
+    "completed",
+    "max_turns_exceeded",
+    "budget_exceeded",
+    "approval_required",
+    "condition_stopped",
+    "supervisor_stopped",
+    "waiting",
+]
+
+
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: str
-    outcome: Literal[
-        "completed", "max_turns_exceeded", "budget_exceeded", "approval_required", "condition_stopped", "waiting"
-    ]
+    outcome: FinishedOutcome
     output: str
 
 

@@ -99,8 +99,8 @@ class RunWatcher:
             entry["confirmation_id"] = await self._request_review(decision)
         if decision.action in ("pause", "stop") and self._stop is None:
             verb = "paused" if decision.action == "pause" else "stopped"
-            reason: Literal["budget_exceeded", "condition_stopped"] = (
-                "budget_exceeded" if decision.budget else "condition_stopped"
+            reason: Literal["budget_exceeded", "supervisor_stopped"] = (
+                "budget_exceeded" if decision.budget else "supervisor_stopped"
             )
             self._stop = Interrupted(
                 reason, f"{verb} by supervisor {decision.policy!r} ({decision.check}): {decision.reason}"

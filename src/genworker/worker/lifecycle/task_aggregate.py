@@ -115,6 +115,11 @@ def _settled(run: RunRecord, result: RunResult, goal_status: GoalStatus | None, 
             return replace(
                 moved, deliverables=(*run.deliverables, *output), goal_status=goal_status or GoalStatus.NOT_APPLICABLE
             )
+        case "supervisor_stopped":  # a supervisor's check ended it: not done, not failed (docs/supervision.md)
+            moved = _advance(run, RunState.CANCELLED, now, "supervisor_stopped")
+            partial = tuple(replace(d, title="partial output") for d in output)
+            error = RunError("supervisor_stopped", result.error or result.output or "stopped by a supervisor")
+            return replace(moved, deliverables=(*run.deliverables, *partial), error=error)
         case "max_turns_exceeded" | "budget_exceeded":
             moved = _advance(run, RunState.BUDGET_EXCEEDED, now, result.status)
             partial = tuple(replace(d, title="partial output") for d in output)
