@@ -243,3 +243,47 @@ def test_retrieval_stops_at_its_maximum_and_the_model_is_shown_at_most_twelve(tm
     (tmp_path / "index.sqlite3").write_bytes(b"not a database")  # a broken index comes back from the files
     index.close()
     assert SpaceIndex(tmp_path / "index.sqlite3", lambda: store.all("acme", "alice")).counts()["active"] == 80
+
+
+def _ranked(tmp_path: Path, spaces: list[Any], e: Any, s: SpaceSettings = ON) -> list[str]:
+    index = SpaceIndex(tmp_path / "index.sqlite3", lambda: iter(spaces))
+    index.put(spaces)
+    return [p.space_id for p, _ in rank(index.profiles([x.space_id for x in spaces]), e, s, NOW)]
+
+
+def test_a_late_fact_goes_first_to_the_space_whose_facts_happened_near_it(tmp_path: Path) -> None:
+    """Out of order: an email about this morning's outage arrives in the afternoon. Two spaces cover
+    it as well; the one whose facts happened within the time window of it is ranked first, though
+    the other was active last."""
+    morning = NOW - timedelta(hours=5)
+
+    def space(space_id: str, at: datetime, seen: datetime) -> Any:
+        e = event_from_item(fact(text="checkout errors on the payments page", occurred_at=at.isoformat()), seen)
+        return new_space(space_id, e, seen, ON)
+
+    early = space("SPACE_1", morning, morning + timedelta(minutes=30))
+    late = space("SPACE_2", NOW - timedelta(minutes=20), NOW - timedelta(minutes=10))
+    at = (morning + timedelta(minutes=25)).isoformat()
+    email = event_from_item(fact("email", subject="customers report checkout errors", occurred_at=at), NOW)
+    assert _ranked(tmp_path, [early, late], email) == ["SPACE_1", "SPACE_2"]
+    off = SpaceSettings(enabled=True, time_window_minutes=1)  # without the window, the latest wins
+    assert _ranked(tmp_path, [early, late], email, off) == ["SPACE_2", "SPACE_1"]
+
+
+def test_a_meetings_start_is_a_time_anchor_for_the_notes_that_follow(tmp_path: Path) -> None:
+    invite_at = NOW - timedelta(hours=6)
+    invite = event_from_item(
+        fact("webhook", source="calendar", title="Vendor review", attendees=["dana"], start=NOW.isoformat(),
+             occurred_at=invite_at.isoformat()),
+        invite_at,
+    )  # fmt: skip
+    assert invite.hints.starts_at == NOW
+    meeting = new_space("SPACE_1", invite, invite_at, ON)
+    chat_at = NOW - timedelta(hours=1)
+    lunch = fact("channel", text="lunch plans", sender_name="dana", occurred_at=chat_at.isoformat())
+    other = new_space("SPACE_2", event_from_item(lunch, chat_at), chat_at, ON)
+    after = NOW + timedelta(minutes=40)
+    notes = event_from_item(
+        fact("channel", text="notes so far", sender_name="dana", occurred_at=after.isoformat()), after
+    )
+    assert _ranked(tmp_path, [meeting, other], notes) == ["SPACE_1", "SPACE_2"]

@@ -11,6 +11,7 @@ router.llm_candidates_max                 12       candidates the model is shown
 router.always_include_pinned              true     pinned spaces are always retrieved
 router.run_resurrection_before_new        true     match old spaces before creating one
 router.min_confidence                     0.70     below it a route is a NEW for a person to confirm
+router.time_window_minutes                90       facts this close in time to a space's weigh more
 lifecycle.dormant_after_hours             48       active -> dormant
 lifecycle.parked_after_days               7        dormant -> parked
 lifecycle.archive_after_days              30       parked -> archived
@@ -44,6 +45,7 @@ class SpaceSettings:
     always_include_pinned: bool = True
     run_resurrection_before_new: bool = True
     min_confidence: float = 0.70
+    time_window_minutes: float = 90.0
     dormant_after_hours: float = 48.0
     parked_after_days: float = 7.0
     archive_after_days: float = 30.0
@@ -56,6 +58,10 @@ class SpaceSettings:
     @property
     def recency_window(self) -> timedelta:
         return timedelta(hours=self.recency_window_hours)
+
+    @property
+    def time_window(self) -> timedelta:
+        return timedelta(minutes=self.time_window_minutes)
 
     @property
     def shown_max(self) -> int:

@@ -203,6 +203,7 @@ def _entities(payload: Mapping[str, Any], text: str) -> Iterator[str]:
 
 def _hints(payload: Mapping[str, Any]) -> Hints:
     due = _first_time(payload, ("due_at", "due", "deadline"))
+    starts = _first_time(payload, ("starts_at", "start", "start_time", "start_at"))
     done = payload.get("commitment_done") is True or payload.get("commitment_status") == "done"
     opened = isinstance(payload.get("commitment"), str) and bool(payload["commitment"].strip())
     waiting = _first_text(payload, ("waiting_on", "blocking_on"))
@@ -210,6 +211,7 @@ def _hints(payload: Mapping[str, Any]) -> Hints:
     intent = payload.get("intent")
     return Hints(
         due_at=due,
+        starts_at=starts,
         commitment="done" if done else "open" if opened or payload.get("commitment") is True else None,
         waiting_on=waiting,
         waiting_resolved=payload.get("waiting_resolved") is True or payload.get("resolved") is True,

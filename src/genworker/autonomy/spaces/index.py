@@ -24,7 +24,7 @@ from genworker.memory.index import fts_query, fts_text
 __all__ = ["INDEX_FILE", "INDEX_SCHEMA_VERSION", "IndexedSpace", "SpaceIndex", "card_of"]
 
 INDEX_FILE: Final = "index.sqlite3"
-INDEX_SCHEMA_VERSION: Final = 1
+INDEX_SCHEMA_VERSION: Final = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS spaces (
@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS spaces (
     due REAL,
     entities TEXT NOT NULL,
     keywords TEXT NOT NULL,
+    times TEXT NOT NULL,
     card TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS spaces_state ON spaces (state, last_active);
@@ -50,6 +51,7 @@ CREATE TABLE IF NOT EXISTS events (event_id TEXT PRIMARY KEY, space_id TEXT NOT 
 """
 _LIVE = "review != 'merged'"
 _SEARCH_DEPTH = 8  # matches ranked per wanted one, before their state is looked at
+_TIMES = 64  # the latest facts' times kept for the time window
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,7 @@ class IndexedSpace:
     entities: tuple[str, ...]
     keywords: tuple[str, ...]
     title: str
+    times: tuple[float, ...] = ()  # when its latest facts happened, and the meetings they start at (epoch s)
 
 
 def card_of(space: ContextSpace) -> dict[str, Any]:
@@ -119,16 +122,17 @@ class SpaceIndex(DerivedIndex):
     @staticmethod
     def _put(conn: sqlite3.Connection, space: ContextSpace) -> None:
         words = keywords([space.title, *(e.summary for e in space.evidence)])
+        times = sorted({t.timestamp() for e in space.evidence for t in (e.at, e.starts_at) if t is not None})
         row = conn.execute("SELECT rowid FROM spaces WHERE space_id = ?", (space.space_id,)).fetchone()
         values = (
             space.state.value, space.review, int(space.is_pinned), space.last_active_at.timestamp(),
             space.due_at.timestamp() if space.due_at else None, json.dumps(space.entity_set), json.dumps(words),
-            json.dumps(card_of(space), ensure_ascii=False),
+            json.dumps(times[-_TIMES:]), json.dumps(card_of(space), ensure_ascii=False),
         )  # fmt: skip
         if row is None:
             cur = conn.execute(
-                "INSERT INTO spaces (state, review, pinned, last_active, due, entities, keywords, card, space_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO spaces (state, review, pinned, last_active, due, entities, keywords, times, card,"
+                " space_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (*values, space.space_id),
             )
             rowid = cur.lastrowid
@@ -136,7 +140,7 @@ class SpaceIndex(DerivedIndex):
             rowid = row[0]
             conn.execute(
                 "UPDATE spaces SET state = ?, review = ?, pinned = ?, last_active = ?, due = ?, entities = ?,"
-                " keywords = ?, card = ? WHERE rowid = ?",
+                " keywords = ?, times = ?, card = ? WHERE rowid = ?",
                 (*values, rowid),
             )
             conn.execute("DELETE FROM spaces_fts WHERE rowid = ?", (rowid,))
@@ -199,7 +203,7 @@ class SpaceIndex(DerivedIndex):
         if not space_ids:
             return []
         sql = (
-            "SELECT space_id, state, pinned, last_active, due, entities, keywords, card FROM spaces"
+            "SELECT space_id, state, pinned, last_active, due, entities, keywords, card, times FROM spaces"
             f" WHERE space_id IN ({', '.join('?' * len(space_ids))})"
         )
         rows = {r[0]: r for r in self._guard(lambda c: c.execute(sql, tuple(space_ids)).fetchall())}
@@ -258,4 +262,5 @@ def _profile(row: tuple[Any, ...]) -> IndexedSpace:
         entities=tuple(json.loads(row[5])),
         keywords=tuple(json.loads(row[6])),
         title=json.loads(row[7])["title"],
+        times=tuple(json.loads(row[8])),
     )

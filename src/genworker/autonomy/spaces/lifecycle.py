@@ -94,6 +94,7 @@ def evidence_of(event: ContextEvent, route: str = "") -> EvidenceRef:
         priority=event.hints.priority,
         risk=event.hints.risk,
         intent=event.hints.intent,
+        starts_at=event.hints.starts_at,
         route=route,
     )
 

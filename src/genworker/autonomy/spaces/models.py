@@ -74,6 +74,7 @@ class Hints(_Value):
     """What a fact says about the work beyond its text, read from well-known payload fields."""
 
     due_at: AwareDatetime | None = None
+    starts_at: AwareDatetime | None = None  # a meeting's start: a time anchor for the facts around it
     commitment: Literal["open", "done"] | None = None
     waiting_on: str | None = None  # an outside reply or system result the work depends on
     waiting_resolved: bool = False
@@ -113,6 +114,7 @@ class EvidenceRef(_Value):
     priority: Priority | None = None
     risk: RiskLevel | None = None
     intent: str | None = None
+    starts_at: AwareDatetime | None = None
     route: str = ""  # why it is in this space: "anchor issue:…", "model 0.91: …", "new", "resurrected …"
 
 

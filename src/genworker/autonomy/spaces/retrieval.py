@@ -6,12 +6,21 @@ dormant spaces, and the recently active ones (within `recency_window_hours`). Ea
 its share — a quarter for pinned, half for matches, the rest for recent — and what one leaves
 unused goes to the others, matches first.
 
-`rank` orders them by `similarity` plus small boosts (pinned, recently active, due soon) and
-keeps `llm_candidates_max` (12): the model never sees more.
+`rank` orders them by `similarity` plus small boosts (pinned, recently active, due soon, and the
+time window) and keeps `llm_candidates_max` (12): the model never sees more.
+
+The **time window** (`time_window_minutes`, 90) is the seed's cross-source alignment: facts close in
+time about the same things belong together. A space one of whose facts happened within the window
+of this fact — or whose meeting starts within it (a calendar fact's start) — gains up to
+`_WINDOW_BOOST`, scaled by how close the nearest is and by how much of the fact it already covers
+(its entities or its words). It looks at when the facts happened, not when they arrived: a
+late-arriving email about this morning's outage goes with this morning's space, not with whatever
+was active last.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Final
@@ -19,9 +28,9 @@ from typing import Final
 from genworker.autonomy.spaces.config import SpaceSettings
 from genworker.autonomy.spaces.index import IndexedSpace, SpaceIndex
 from genworker.autonomy.spaces.models import ContextEvent, SpaceState
-from genworker.autonomy.spaces.similarity import similarity, tokens
+from genworker.autonomy.spaces.similarity import entity_cover, similarity, tokens, word_cover
 
-__all__ = ["OLD_STATES", "Ranked", "match_text", "rank", "retrieve"]
+__all__ = ["OLD_STATES", "Ranked", "match_text", "rank", "retrieve", "window_boost"]
 
 OLD_STATES: Final = (SpaceState.DORMANT, SpaceState.PARKED, SpaceState.ARCHIVED)
 _CURRENT: Final = (SpaceState.ACTIVE, SpaceState.DORMANT)
@@ -29,6 +38,7 @@ _PINNED_BOOST: Final = 0.25
 _RECENT_BOOST: Final = 0.15
 _DUE_BOOST: Final = 0.15
 _DUE_SOON: Final = timedelta(hours=72)
+_WINDOW_BOOST: Final = 0.3
 
 Ranked = tuple[IndexedSpace, float]
 
@@ -70,6 +80,29 @@ def rank(profiles: Sequence[IndexedSpace], event: ContextEvent, s: SpaceSettings
         score += _RECENT_BOOST * max(0.0, 1.0 - idle / window)
         if p.due is not None and now - timedelta(days=1) <= p.due <= now + _DUE_SOON:
             score += _DUE_BOOST
+        score += window_boost(p, event, words, s)
         scored.append((p, score))
     scored.sort(key=lambda pair: (-pair[1], pair[0].space_id))
     return scored[: s.shown_max]
+
+
+def window_boost(p: IndexedSpace, event: ContextEvent, words: Sequence[str], s: SpaceSettings) -> float:
+    """Up to `_WINDOW_BOOST`: the space's nearest fact (or meeting start) within the time window of
+    this fact, times how much of the fact the space covers."""
+    window = s.time_window.total_seconds()
+    if window <= 0 or not p.times:
+        return 0.0
+    at = [event.occurred_at.timestamp()]
+    if event.hints.starts_at is not None:
+        at.append(event.hints.starts_at.timestamp())
+    nearest = min(_nearest(p.times, a) for a in at)
+    if nearest >= window:
+        return 0.0
+    cover = max(entity_cover(event.entities, p.entities), word_cover(words, p.keywords))
+    return _WINDOW_BOOST * (1.0 - nearest / window) * cover
+
+
+def _nearest(times: Sequence[float], at: float) -> float:
+    """The distance from `at` to the nearest of `times` (ascending)."""
+    i = bisect.bisect_left(times, at)
+    return min(abs(times[j] - at) for j in (i - 1, i) if 0 <= j < len(times))
