@@ -135,7 +135,7 @@ def test_overview_worker_page_and_the_run_views_by_link_and_deep_link(page: Any,
     expect(view.locator(".failure")).to_contain_text("Why it failed: provider_error")
     expect(view.locator(".failure")).to_contain_text("every model in the fallback chain failed")
     expect(view).to_contain_text("Automatic")
-    expect(view).to_contain_text("not recorded in run records yet")  # context segments: said, not guessed
+    expect(view.locator("table.context-segments")).to_contain_text("Identity")  # the context it was given
     assert raw_badges(page) == []
     doc_shot(page, "run-failed", full_page=True)
 

@@ -58,7 +58,9 @@ def test_a_failed_run_shows_its_reason_and_a_tool_call_its_audited_arguments(
             shown["reason"].startswith("provider_error: ")
             and "every model in the fallback chain failed" in shown["reason"]
         )
-        assert shown["context"] == {"recorded": False, "segments": []}
+        assert shown["context"]["recorded"] and "system_identity" in [s["name"] for s in shown["context"]["segments"]]
+        assert shown["timeline"]["events"][-1]["type"] == "RUN_ERROR"  # its AG-UI timeline ends in the error
+        assert "every model in the fallback chain failed" in shown["timeline"]["events"][-1]["summary"]
 
         done = client.get(f"/api/v1/workers/alice/dashboard/runs/{ok}", headers=auth).json()
         assert done["state"] == "completed" and done["reason"] is None

@@ -1,6 +1,8 @@
-"""The run view: one run as a whole — provenance, governance decision, model calls, tool calls (with
-the arguments the tool audit kept, secrets already redacted there), deliverables, contract, history —
-and why it failed, when it did. Tenant and worker come from the caller's key (the API layer)."""
+"""The run view: one run as a whole — provenance, governance decision, the context's segments and their
+tokens, model calls, tool calls (with the arguments the tool audit kept, secrets already redacted there),
+deliverables, contract, history, its AG-UI event timeline (both from the run's trace,
+genworker.streaming.trace) — and why it failed, when it did. Tenant and worker come from the caller's
+key (the API layer)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from genworker.runtime.composition import Runtime
+from genworker.streaming.trace import RunTraceError, RunTraceFile, read_run_trace
 from genworker.supervision.errors import PolicyError
 from genworker.supervision.service import run_record
 from genworker.tools.audit import WORKER_AUDIT_FILE, run_audit_records
@@ -28,6 +31,7 @@ __all__ = [
     "model_calls",
     "run_detail",
     "tool_audit",
+    "trace_view",
 ]
 
 AUDIT_SCAN_BYTES = 8 * 1024 * 1024  # the newest part of a worker's tool audit searched for a run's calls
@@ -95,6 +99,35 @@ def engine_state(run: RunRecord) -> dict[str, Any]:
         g = run.graph
         shown["graph"] = {"thread": g.thread, "status": g.status, "steps": list(g.steps), "interrupt": g.interrupt}
     return shown
+
+
+def trace_view(trace: RunTraceFile | None, problem: str | None = None) -> dict[str, Any]:
+    """The run's context and AG-UI timeline from its trace; a run without one (it ran before traces
+    were kept, or was never routed) says so, as does an unreadable trace."""
+    if trace is None:
+        why = problem or "this run kept no trace (it ran before traces were kept)"
+        return {
+            "context": {"recorded": False, "reason": why, "segments": []},
+            "timeline": {"recorded": False, "reason": why, "events": [], "dropped": 0},
+        }
+    events = [e.model_dump() for e in trace.events]
+    timeline = {
+        "recorded": True,
+        "started_at": trace.started_at.isoformat(),
+        "events": events,
+        "dropped": trace.dropped,
+    }
+    if trace.context is None:
+        why = "the run ended before its engine started (it was gated, refused or a duplicate): no context was assembled"
+        return {"context": {"recorded": False, "reason": why, "segments": []}, "timeline": timeline}
+    return {"context": {"recorded": True, **trace.context.model_dump()}, "timeline": timeline}
+
+
+def _trace(root: Path, run: RunRecord) -> dict[str, Any]:
+    try:
+        return trace_view(read_run_trace(root, run.tenant_id, run.worker_id, run.run_id))
+    except (RunTraceError, OSError) as exc:
+        return trace_view(None, f"the run's trace could not be read: {exc}")
 
 
 def _provenance(run: RunRecord) -> dict[str, Any]:
@@ -198,8 +231,6 @@ def _view(run: RunRecord, governance: dict[str, Any] | None, audit: Mapping[str,
         "pending_approval": {"tool": run.pending_approval.tool, "reason": run.pending_approval.reason}
         if run.pending_approval
         else None,
-        # the assembled context's segments are not kept in the run record (yet): said, not guessed
-        "context": {"recorded": False, "segments": []},
         "model_calls": model_calls,
         "totals": {
             "model_calls": len(model_calls),
@@ -230,6 +261,7 @@ async def run_detail(runtime: Runtime, run: RunRecord) -> dict[str, Any]:
 
     def read() -> dict[str, Any]:
         view = _view(run, governance(SnapshotStore(root), run), tool_audit(root, run))
+        view.update(_trace(root, run))  # context and timeline
         try:  # the supervisor's decisions and comments, kept beside the run (docs/supervision.md)
             view["supervision"] = run_record(root, run.tenant_id, run.worker_id, run.run_id)
         except (PolicyError, OSError, ValueError) as exc:

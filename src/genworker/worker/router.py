@@ -49,6 +49,7 @@ from genworker.worker.routing import (
     RouterEvent,
     run_to_end,
 )
+from genworker.worker.run_trace import RunTracer, RunTraces, context_report, traced
 from genworker.worker.settlement import EngineRun, Settler
 from genworker.worker.skill_matcher import SkillMatcher
 from genworker.worker.task import RunRef, ToolCallRecord
@@ -122,6 +123,7 @@ class WorkerRouter:
     service: ServiceDesk | None = None  # service mode: admission, session TTL, knowledge, hand-offs
     supervision: RunSupervision | None = None  # policies watching runs (docs/supervision.md)
     plans: PlanRegistry | None = None  # planned effects (evidence.planned_effects) -> the Conflict Arbiter
+    traces: RunTraces | None = None  # each run's context and AG-UI timeline, for the run view
 
     def resolve(self, tenant_id: str, worker_id: str) -> Worker:
         worker = self.registry.worker(tenant_id, worker_id)
@@ -174,15 +176,21 @@ class WorkerRouter:
         Raises only when the run failed and could not be recorded as failed."""
         req, worker, ids = route.req, route.worker, route.accepted
         settler = self._settler()
-        with turn_in_progress():  # LiteLLM's logging waits until no turn is in progress (llm/bookkeeping.py)
-            async with self.queue.turn(req.tenant_id, ids.thread_id, ids.run_id):
-                try:
-                    await self._turn(route, settler, emit)
-                except Exception as exc:  # still in the turn: the next message sees the run ended
-                    for event in await settler.internal_error(req, worker, ids.run_id, exc):
-                        await emit(await settler.ended(worker, event))
+        tracer = self.traces.start(req.tenant_id, req.worker_id, ids.run_id, ids.thread_id) if self.traces else None
+        emit = traced(emit, tracer)
+        try:
+            with turn_in_progress():  # LiteLLM's logging waits until no turn is in progress (llm/bookkeeping.py)
+                async with self.queue.turn(req.tenant_id, ids.thread_id, ids.run_id):
+                    try:
+                        await self._turn(route, settler, emit, tracer)
+                    except Exception as exc:  # still in the turn: the next message sees the run ended
+                        for event in await settler.internal_error(req, worker, ids.run_id, exc):
+                            await emit(await settler.ended(worker, event))
+        finally:
+            if tracer is not None:  # a run that ended without RouteDone keeps its trace too
+                await tracer.close()
 
-    async def _turn(self, route: Route, settler: Settler, emit: RouteEmit) -> None:
+    async def _turn(self, route: Route, settler: Settler, emit: RouteEmit, tracer: RunTracer | None) -> None:
         req, worker, ids = route.req, route.worker, route.accepted
         relay = await self.service.relay(req, worker, ids.run_id, ids.task_id) if self.service else None
         if relay is not None:  # the thread is with a person: the message goes to them
@@ -207,7 +215,7 @@ class WorkerRouter:
                     last = await settler.refuse(worker, ref, prepared)
                 else:
                     watch = await self.supervision.watch(req, ids) if self.supervision is not None else None
-                    ran = await self._engine(prepared, ref, emit, watch)
+                    ran = await self._engine(prepared, ref, emit, watch, tracer)
                     last = await settler.settle(req, worker, admission, prepared, session, ran, written)
             case Blocked():
                 last = await settler.refuse(worker, ref, admission)
@@ -220,12 +228,16 @@ class WorkerRouter:
         for event in last:
             await emit(await settler.ended(worker, event))
 
-    async def _engine(self, prepared: Prepared, ref: RunRef, emit: RouteEmit, watch: RunWatch | None) -> EngineRun:
+    async def _engine(
+        self, prepared: Prepared, ref: RunRef, emit: RouteEmit, watch: RunWatch | None, tracer: RunTracer | None
+    ) -> EngineRun:
         """Run the engine, its events to `emit` as they come; one reactive retry on a provider
         context overflow. The engine starts at once: its tool calls wait for the run record."""
         events = _EngineEvents(emit, prepared.question, self.service, ref.run_id)
         context = prepared.context
         for attempt in (1, 2):
+            if tracer is not None:  # the context this attempt runs with
+                tracer.context(context_report(context), prepared.scope.secrets)
             events.hold_overflow, events.held = attempt == 1, []
             sink = watch.observe(events.emit) if watch is not None else events.emit
             result = await self._dispatcher(ref, watch).run(_with_context(prepared.engine, context), sink)

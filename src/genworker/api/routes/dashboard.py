@@ -43,6 +43,8 @@ _ASSETS = {
     "channels.js": "text/javascript; charset=utf-8",
     "editor.js": "text/javascript; charset=utf-8",
     "playground.js": "text/javascript; charset=utf-8",
+    "runview.js": "text/javascript; charset=utf-8",
+    "runview.css": "text/css; charset=utf-8",
     "pages.js": "text/javascript; charset=utf-8",
 }
 _PAGE_HEADERS = {

@@ -674,9 +674,7 @@ const PAGES = {
       g.risk_tier ? ` · risk tier ${g.risk_tier}` : "", g.policy_ref ? ` · policy snapshot ${g.policy_ref}` : ""),
       g.reasons.length ? el("ul", {}, g.reasons.map((x) => el("li", { text: x.code ? `${x.code}: ${x.message}` : x.message }))) : muted("No reasons recorded.")]
       : muted("No governance decision was recorded for this run.")));
-    parts.push(section("Context", d.context.recorded
-      ? table(["Segment", "Tokens"], d.context.segments.map((c) => [c.name, num(c.tokens)]))
-      : muted("The context's segments and their tokens are not recorded in run records yet.")));
+    parts.push(runContext(d));  // runview.js
     parts.push(section(`Model calls (${d.model_calls.length})`, d.model_calls.length ? table(
       ["Purpose", "Tier", "Model", "Tokens in", "Tokens out", "Latency", "Cost", "Error"],
       d.model_calls.map((c) => [label(c.purpose), label(c.tier), el("code", { text: c.model || c.group }), num(c.prompt_tokens),
@@ -706,6 +704,7 @@ const PAGES = {
     if (d.deliveries.length) parts.push(section("Deliveries", table(["To", "State", "Delivered to", "Error"], d.deliveries.map((x) => [x.to, badge(x.state), x.delivered_to || "", x.error || ""]))));
     if (d.escalations.length) parts.push(section("Escalations", table(["Condition", "Target", "State", "Error"], d.escalations.map((x) => [x.condition, x.target, badge(x.state), x.error || ""]))));
     if (d.children.length) parts.push(section("Delegated runs", el("ul", {}, d.children.map((c) => el("li", {}, runLink(c.worker_id, c.run_id), ` (${c.worker_id})`)))));
+    parts.push(runTimeline(d));  // runview.js
     parts.push(section("History", el("ol", { class: "history" }, d.history.map((h) => el("li", {}, el("time", { datetime: h.at, text: when(h.at) }), " ",
       badge(h.to), h.note ? ` ${h.note}` : "")))));
     $("#view-run .content").replaceChildren(...parts);

@@ -17,7 +17,7 @@ from genworker.tools.middlewares.chain import CallNext
 from genworker.tools.middlewares.redaction import redactor_for
 from genworker.tools.outcomes import ToolCompleted, ToolDenied, ToolFailed, ToolNeedsApproval, ToolOutcome
 
-__all__ = ["MAX_AUDIT_STRING", "Auditing", "audit_record"]
+__all__ = ["MAX_AUDIT_STRING", "Auditing", "audit_record", "redacted_arguments"]
 
 log = logging.getLogger("genworker.tools")
 
@@ -70,7 +70,7 @@ def audit_record(ctx: ToolContext, outcome: ToolOutcome | None, duration_ms: flo
         caller=ctx.caller,
         effect=(spec.effect or Effect.EXTERNAL).value,
         risk_level=spec.risk_level.value,
-        args=_clip(redactor.value(dict(call.arguments) if isinstance(call.arguments, Mapping) else call.arguments)),
+        args=redacted_arguments(scope.secrets, call.arguments),
         decision=decision,
         outcome=kind,
         code=code,
@@ -79,6 +79,12 @@ def audit_record(ctx: ToolContext, outcome: ToolOutcome | None, duration_ms: flo
         approved=spec.requires_approval and call.id in scope.approved_call_ids,
         is_error=is_error,
     )
+
+
+def redacted_arguments(secrets: tuple[str, ...], arguments: Any) -> Any:
+    """A tool call's arguments as the audit keeps them: secrets redacted, long strings clipped."""
+    redactor = redactor_for(secrets)
+    return _clip(redactor.value(dict(arguments) if isinstance(arguments, Mapping) else arguments))
 
 
 def _classify(outcome: ToolOutcome | None) -> tuple[Decision, OutcomeKind, str | None, str, bool]:
