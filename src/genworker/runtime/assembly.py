@@ -71,6 +71,7 @@ from genworker.memory import MemoryConfig, MemoryService
 from genworker.observability.status import ComponentRuntimeStatus
 from genworker.runtime.scope import AutonomyScope
 from genworker.settings import Settings
+from genworker.streaming.trace import RunTraceFiles
 from genworker.supervision import Supervision
 from genworker.tools.environment import ToolRuntime, undo_events
 from genworker.worker.confirmations.reminders import ConfirmationReminders
@@ -310,11 +311,11 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     # first plans a stopped process left mid-resume or mid-cancel
     everyone = registry.workers()
     await waiting.recover(((w.tenant_id, w.worker_id) for w in everyone), leases.alive)
-    await waiting.start(only=scope.runs_here)  # timeouts of the workers whose autonomy runs here
+    await waiting.start()
     stack.push_async_callback(waiting.stop)
     if memory.config.enabled:
         spawn(stack, "memory", partial(runtime.consolidate_memory, memory, scope))
-    sensors = SensorRegistry(root, inbox, runs_here=scope.runs_here)
+    sensors = SensorRegistry(root, inbox)
     stack.push_async_callback(sensors.stop)
     await sensors.sync(workers)
     if scope.shared:  # workers move here when their owner stops, and away when a process joins
@@ -383,6 +384,7 @@ def build_router(
         checkpoints=checkpoint_stores(root, runtime.redis),  # LangGraph checkpoints: Redis when shared
         service=ServiceDesk(runtime.registry, sessions, tasks, runtime.tools.messaging),
         supervision=Supervision(root, runtime.llm, confirmations),
+        traces=RunTraceFiles(root),  # each run's context and AG-UI timeline, for the run view
     )
 
 
