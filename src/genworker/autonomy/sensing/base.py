@@ -1,13 +1,15 @@
 """The pull-sensor contract: observe what changed since the cursor, write the facts, then move the cursor.
 
 A concrete sensor implements `observe` (blocking; it runs in a worker thread) and `scope`; `poll`
-does the rest in the one order that loses nothing: every fact into the inbox first, the cursor after.
+does the rest in the one order that loses nothing: every fact into the inbox first, the cursor after,
+all under the sensor's poll lock (`CursorStore.hold`), so no two processes poll from one cursor.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from typing import Any
 
 from genworker.autonomy.inbox import InboxItem
 from genworker.autonomy.sensing.cursors import Cursor, CursorStore
-from genworker.autonomy.sensing.errors import SensorConfigError
+from genworker.autonomy.sensing.errors import SensorBusy, SensorConfigError
 from genworker.autonomy.sensing.facts import Fact, FactEmitter
 from genworker.ids import is_inside
 from genworker.workspace.models.persona import SensorConfig
@@ -56,8 +58,6 @@ class PullSensor(ABC):
         self.cursors = cursors
         self.clock = clock
         self._lock = asyncio.Lock()
-        self._cursor: Cursor | None = None
-        self._loaded = False
 
     @property
     def key(self) -> str:
@@ -84,25 +84,38 @@ class PullSensor(ABC):
         return
 
     async def poll(self) -> list[InboxItem]:
-        """Observe, write every fact, then move the cursor; returns the inbox items written."""
+        """Observe, write every fact, then move the cursor; returns the inbox items written.
+        SensorBusy when another poll of this sensor holds its lock (another process's)."""
         async with self._lock:
-            stored = await self._stored()
-            seq = stored.seq + 1 if stored is not None else 0  # keeps counting across a scope change
-            previous = stored if stored is not None and self._same_scope(stored) else None
-            observation = await asyncio.to_thread(self.observe, previous, seq)
-            written: list[InboxItem] = []
-            for fact in observation.facts:
-                written.extend((await self.emitter.emit(fact)).items_written())
-            cursor = Cursor(self.key, self.source_type, self.scope(), seq, observation.state, self.clock())
-            await asyncio.to_thread(self.cursors.save, cursor)
-            self._cursor = cursor
-            return written
+            held = await self._hold()
+            if held is None:
+                raise SensorBusy(f"{self.key}: another runtime process is polling it; the next poll goes on from there")
+            try:
+                return await self._poll()
+            finally:
+                os.close(held)
 
-    async def _stored(self) -> Cursor | None:
-        if not self._loaded:
-            self._cursor = await asyncio.to_thread(self.cursors.load, self.key)
-            self._loaded = True
-        return self._cursor
+    async def _hold(self) -> int | None:
+        """The poll lock, taken in a thread; a lock taken after this caller was cancelled is let go."""
+        taking = asyncio.ensure_future(asyncio.to_thread(self.cursors.hold, self.key))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            taking.add_done_callback(_let_go)
+            raise
+
+    async def _poll(self) -> list[InboxItem]:
+        # read again each time: another process may have polled since (the worker moved, and back)
+        stored = await asyncio.to_thread(self.cursors.load, self.key)
+        seq = stored.seq + 1 if stored is not None else 0  # keeps counting across a scope change
+        previous = stored if stored is not None and self._same_scope(stored) else None
+        observation = await asyncio.to_thread(self.observe, previous, seq)
+        written: list[InboxItem] = []
+        for fact in observation.facts:
+            written.extend((await self.emitter.emit(fact)).items_written())
+        cursor = Cursor(self.key, self.source_type, self.scope(), seq, observation.state, self.clock())
+        await asyncio.to_thread(self.cursors.save, cursor)
+        return written
 
     def _same_scope(self, cursor: Cursor) -> bool:
         if cursor.scope == self.scope() and cursor.source_type == self.source_type:
@@ -116,3 +129,8 @@ class PullSensor(ABC):
             self.scope(),
         )
         return False
+
+
+def _let_go(taking: asyncio.Future[int | None]) -> None:
+    if not taking.cancelled() and taking.exception() is None and (fd := taking.result()) is not None:
+        os.close(fd)

@@ -5,6 +5,11 @@ same folder, fsync, rename, fsync of the folder). A sensor moves its cursor only
 observed is in the inbox, so a crash in between repeats facts (dropped by their dedupe keys) and
 never skips one. The hot-reload watcher ignores this folder. Blocking: call from a thread.
 
+A poll holds `.{sensor_key}.lock` in the same folder (`hold`: an exclusive `flock`, not waited
+for) from reading the cursor to saving the next one, so two runtime processes sharing the
+workspace never poll one sensor from the same cursor: when a worker's autonomy moves, the new
+owner's poll starts where the old owner's last poll ended (docs/deploy.md).
+
 Upstream genworker writes its own snapshots to the same place (`{"seen_ids": ...}`,
 `{"file_snapshot": ...}`, no `schema_version`): such a file reads as "no cursor" (said once), and
 is moved aside to `{sensor_key}.upstream.json`, never overwritten, when the first cursor is saved.
@@ -13,6 +18,7 @@ is moved aside to `{sensor_key}.upstream.json`, never overwritten, when the firs
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -69,6 +75,22 @@ class CursorStore:
 
     def path(self, sensor_key: str) -> Path:
         return safe_join(self.folder, sensor_key, kind="sensor key").with_name(f"{sensor_key}.json")
+
+    def hold(self, sensor_key: str) -> int | None:
+        """Take the sensor's poll lock without waiting: its file descriptor (`os.close` it to let go),
+        or None while another poll holds it (in this process or another)."""
+        path = self.path(sensor_key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_name(f".{sensor_key}.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def load(self, sensor_key: str) -> Cursor | None:
         """The stored cursor, None when there is none; CursorError when it is unreadable."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CursorError", "SensorConfigError", "SensorError", "SensorPollError"]
+__all__ = ["CursorError", "SensorBusy", "SensorConfigError", "SensorError", "SensorPollError"]
 
 
 class SensorError(Exception):
@@ -19,3 +19,8 @@ class SensorPollError(SensorError):
 
 class CursorError(SensorError):
     """A stored cursor is unreadable or of an unknown schema_version; the file is left untouched."""
+
+
+class SensorBusy(SensorError):
+    """Another runtime process is polling this sensor now (it owned the worker until a moment ago);
+    nothing was read: the next poll starts from the cursor that one saves."""

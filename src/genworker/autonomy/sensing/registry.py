@@ -2,7 +2,9 @@
 
 `sync(workers)` starts runners for new workers, restarts a worker's runner when its sensor_configs
 or credentials changed, and stops runners of workers that are gone. Cursors live on disk, so a
-restarted runner goes on where the old one stopped: nothing repeated, nothing skipped.
+restarted runner goes on where the old one stopped: nothing repeated, nothing skipped. Several
+processes: `sync` gets the workers whose autonomy runs here, and `runs_here` stops a runner's polls
+the moment this process gives its worker up, before `sync` stops the runner.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +38,10 @@ class SensorRegistry:
         clock: Clock = utc_now,
         *,
         on_status: Callable[[SensorStatus], None] | None = None,
+        runs_here: Callable[[str, str], bool] | None = None,
     ) -> None:
         self.workspace = workspace
+        self.runs_here = runs_here
         self.writer = writer
         self.clock = clock
         self.on_status = on_status
@@ -61,7 +66,11 @@ class SensorRegistry:
                 await runner.start()
 
     def _runner(self, worker: Worker) -> SensorRunner:
-        return SensorRunner(worker, self.writer, self.clock, workspace=self.workspace, on_status=self.on_status)
+        runs_here = self.runs_here
+        may_poll = None if runs_here is None else partial(runs_here, *worker.key)
+        return SensorRunner(
+            worker, self.writer, self.clock, workspace=self.workspace, on_status=self.on_status, may_poll=may_poll
+        )
 
     def runner(self, tenant_id: str, worker_id: str) -> SensorRunner | None:
         entry = self._runners.get((tenant_id, worker_id))

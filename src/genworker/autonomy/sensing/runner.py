@@ -1,9 +1,11 @@
 """SensorRunner: polls one worker's sensors on their intervals, each on its own, and stops cleanly.
 
 A sensor that cannot be built, or whose poll fails, is `degraded` with the reason and retried at its
-next interval; it never stops the others. Webhook sensors are push-only: the HTTP route feeds them,
-the runner only reports them. `poll_now` / `poll_all` run a poll at once (tests, operators);
-`trigger` wakes a sensor's loop early (push sensors use it).
+next interval; it never stops the others. With `may_poll` (several processes: whether this one runs
+the worker's autonomy now) a poll starts only while it says yes; a poll another process is still
+making (SensorBusy: the worker just moved here) is tried again after BUSY_RETRY_S. Webhook sensors
+are push-only: the HTTP route feeds them, the runner only reports them. `poll_now` / `poll_all` run
+a poll at once (tests, operators); `trigger` wakes a sensor's loop early (push sensors use it).
 """
 
 from __future__ import annotations
@@ -21,17 +23,18 @@ from typing import Any, Literal
 
 from genworker.autonomy.inbox import InboxItem, InboxWriter
 from genworker.autonomy.sensing.base import Clock, PullSensor, utc_now
-from genworker.autonomy.sensing.errors import SensorError
+from genworker.autonomy.sensing.errors import SensorBusy, SensorError
 from genworker.autonomy.sensing.factory import build_sensor
 from genworker.workspace.models.persona import SensorConfig
 from genworker.workspace.snapshot import Worker
 
-__all__ = ["DEFAULT_POLL_INTERVAL_S", "SensorBuilder", "SensorRunner", "SensorState", "SensorStatus"]
+__all__ = ["BUSY_RETRY_S", "DEFAULT_POLL_INTERVAL_S", "SensorBuilder", "SensorRunner", "SensorState", "SensorStatus"]
 
 log = logging.getLogger("genworker.sensing")
 
 DEFAULT_POLL_INTERVAL_S = 300.0
 STOP_TIMEOUT_S = 10.0
+BUSY_RETRY_S = 1.0
 
 SensorState = Literal["ready", "degraded", "stopped"]
 SensorBuilder = Callable[[SensorConfig], PullSensor | None]
@@ -73,8 +76,10 @@ class SensorRunner:
         workspace: Path,
         on_status: Callable[[SensorStatus], None] | None = None,
         build: SensorBuilder | None = None,
+        may_poll: Callable[[], bool] | None = None,
     ) -> None:
         self.worker = worker
+        self.may_poll = may_poll or (lambda: True)
         self.writer = writer
         self.clock = clock
         self.on_status = on_status
@@ -162,7 +167,7 @@ class SensorRunner:
     async def poll_all(self) -> dict[str, list[InboxItem]]:
         """Poll every pull sensor concurrently; a failing one is left out (see its status)."""
         keys = list(self._sensors)
-        results = await asyncio.gather(*(self._poll(self._sensors[k]) for k in keys))
+        results = await asyncio.gather(*(self._poll_unless_busy(self._sensors[k]) for k in keys))
         return {key: items for key, items in zip(keys, results, strict=True) if items is not None}
 
     # -- internals -----------------------------------------------------------------------
@@ -172,9 +177,21 @@ class SensorRunner:
         interval = self._status[sensor.key].poll_interval or DEFAULT_POLL_INTERVAL_S
         while not self._stop.is_set():
             wake.clear()
-            await self._poll(sensor)
+            pause = interval
+            if self.may_poll() and await self._poll_unless_busy(sensor) is _BUSY:
+                pause = min(interval, BUSY_RETRY_S)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a cancellation
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), interval)
+                async with asyncio.timeout(pause):
+                    await wake.wait()
+
+    async def _poll_unless_busy(self, sensor: PullSensor) -> list[InboxItem] | None:
+        """`_poll`; None when it failed, `_BUSY` (empty) when another process was polling it."""
+        try:
+            return await self._poll(sensor)
+        except SensorBusy as busy:
+            log.info("[Sensor] %s/%s: %s", *self.worker.key, busy)
+            return _BUSY
 
     async def _watch(self, sensor: PullSensor) -> None:
         try:
@@ -187,6 +204,8 @@ class SensorRunner:
         started = self.clock()
         try:
             items = await sensor.poll()
+        except SensorBusy:  # not a failure of the source: nothing was read
+            raise
         except Exception as exc:
             status = self._status[key]
             # Said when the failure starts or changes; the same failure poll after poll only at DEBUG
@@ -230,6 +249,9 @@ class SensorRunner:
         self._status[key] = status
         if self.on_status is not None:
             self.on_status(status)
+
+
+_BUSY: list[InboxItem] = []  # compared by identity
 
 
 def _reason(exc: BaseException) -> str:

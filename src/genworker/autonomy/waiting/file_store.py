@@ -34,6 +34,7 @@ from genworker.autonomy.waiting.models import (
     plan_from_json,
     plan_to_json,
 )
+from genworker.autonomy.waiting.store import Owned
 from genworker.fsutil import file_lock, fsync_dir, write_atomic
 from genworker.ids import safe_join, validate_id, validate_match_key
 
@@ -103,8 +104,8 @@ class FileWaitingStore:
     ) -> list[WaitingPlan]:
         return await asyncio.to_thread(self.resume_sync, tenant_id, match_key, event_id, now, event=event, gater=gater)
 
-    async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:
-        return await asyncio.to_thread(self.expire_due_sync, now, limit)
+    async def expire_due(self, now: datetime, limit: int = 1000, *, only: Owned | None = None) -> list[WaitingPlan]:
+        return await asyncio.to_thread(self.expire_due_sync, now, limit, only)
 
     async def transition(
         self, tenant_id: str, worker_id: str, plan_id: str, expected: WaitState, to: WaitState, **changes: Any
@@ -158,7 +159,9 @@ class FileWaitingStore:
                     (folder / f"{worker_id}{_SEP}{plan_id}").unlink(missing_ok=True)
         return woken
 
-    def expire_due_sync(self, now: datetime, limit: int = 1000) -> builtins.list[WaitingPlan]:
+    def expire_due_sync(
+        self, now: datetime, limit: int = 1000, only: Owned | None = None
+    ) -> builtins.list[WaitingPlan]:
         expired: list[WaitingPlan] = []
         tenants = self._root / "tenants"
         for tenant in sorted(p.name for p in _scandir(tenants) if p.is_dir()):
@@ -174,6 +177,8 @@ class FileWaitingStore:
                     for worker_id, plan_id in self._entries(folder / bucket):
                         if len(expired) + len(found) >= limit:
                             break
+                        if only is not None and not only(tenant, worker_id):  # another process's to time out
+                            continue
                         plan = self._read(self._plan_path(tenant, worker_id, plan_id))
                         if plan is None or plan.state != "waiting":
                             (folder / bucket / f"{worker_id}{_SEP}{plan_id}").unlink(missing_ok=True)

@@ -28,6 +28,7 @@ from genworker.autonomy.waiting.models import (
     plan_from_json,
     plan_to_json,
 )
+from genworker.autonomy.waiting.store import Owned
 from genworker.ids import validate_id, validate_match_key
 from genworker.workspace.models.base import thaw
 
@@ -82,12 +83,11 @@ return out
 """
 )
 
-# KEYS: expiry. ARGV: now score, now iso, limit, key-set prefix ({prefix}:), .
-_EXPIRE: Final = (
+# Times out one plan key of the expiry set KEYS[1]. ARGV: now score, now iso, (limit), key-set prefix.
+_EXPIRE_ONE: Final = (
     _GATE
     + """
-local out = {}
-for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))) do
+local function expire(key, out)
   redis.call('ZREM', KEYS[1], key)
   local raw = redis.call('GET', key)
   if raw then
@@ -97,6 +97,30 @@ for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMI
       table.insert(out, gate(key, doc, 'timeout', '', ARGV[2], '', ''))
     end
   end
+end
+"""
+)
+
+# KEYS: expiry. ARGV: now score, now iso, limit, key-set prefix ({prefix}:).
+_EXPIRE: Final = (
+    _EXPIRE_ONE
+    + """
+local out = {}
+for _, key in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))) do
+  expire(key, out)
+end
+return out
+"""
+)
+
+# KEYS: expiry, then the plan keys chosen among the due ones (still due: checked here). ARGV: as _EXPIRE.
+_EXPIRE_KEYS: Final = (
+    _EXPIRE_ONE
+    + """
+local out = {}
+for i = 2, #KEYS do
+  local score = redis.call('ZSCORE', KEYS[1], KEYS[i])
+  if score and tonumber(score) <= tonumber(ARGV[1]) then expire(KEYS[i], out) end
 end
 return out
 """
@@ -140,6 +164,7 @@ class RedisWaitingStore:
         self._add = self._redis.register_script(_ADD)
         self._resume = self._redis.register_script(_RESUME)
         self._expire = self._redis.register_script(_EXPIRE)
+        self._expire_keys = self._redis.register_script(_EXPIRE_KEYS)
         self._transition = self._redis.register_script(_TRANSITION)
         self._forget = self._redis.register_script(_FORGET)
 
@@ -205,10 +230,20 @@ class RedisWaitingStore:
         out = await self._resume(keys=keys, args=args)
         return [self._decode(raw, keys[0]) for raw in cast(list[bytes], out)]
 
-    async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:
+    async def expire_due(self, now: datetime, limit: int = 1000, *, only: Owned | None = None) -> list[WaitingPlan]:
         args: list[str | float] = [now.timestamp(), now.astimezone(UTC).isoformat(), limit, f"{self._prefix}:"]
-        out = await self._expire(keys=[self._expiry], args=args)
+        if only is None:
+            out = await self._expire(keys=[self._expiry], args=args)
+        else:  # the due plans of the workers `only` accepts, by the ids in their keys
+            due = cast(list[bytes], await self._redis.zrangebyscore(self._expiry, "-inf", now.timestamp()))
+            keys = [k for k in (raw.decode() for raw in due) if only(*self._owner_of(k))][:limit]
+            out = await self._expire_keys(keys=[self._expiry, *keys], args=args) if keys else []
         return [self._decode(raw, self._expiry) for raw in cast(list[bytes], out)]
+
+    def _owner_of(self, plan_key: str) -> tuple[str, str]:
+        """(tenant, worker) of a plan key `{prefix}:{t}:waiting:plan:{w}:{plan_id}` (ids hold no ':')."""
+        tenant_id, _, _, worker_id, _ = plan_key.removeprefix(f"{self._prefix}:").split(":")
+        return tenant_id, worker_id
 
     async def transition(
         self, tenant_id: str, worker_id: str, plan_id: str, expected: WaitState, to: WaitState, **changes: Any

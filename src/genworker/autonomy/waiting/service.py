@@ -32,7 +32,7 @@ from typing import Any, Literal
 from genworker.autonomy.inbox import InboxStore
 from genworker.autonomy.inbox.topics import ITEM_WRITTEN
 from genworker.autonomy.waiting.models import WaitingError, WaitingPlan, WaitingPlanNotFound, WaitingTransitionError
-from genworker.autonomy.waiting.store import WaitingStore
+from genworker.autonomy.waiting.store import Owned, WaitingStore
 from genworker.bus import Event, EventBus, Subscription
 from genworker.ids import validate_match_key
 from genworker.observability.metrics import record_waiting_plan
@@ -98,6 +98,8 @@ class WaitingService:
         self._policy_of = policy_of or (lambda tenant_id, worker_id: DEFAULT_POLICY)
         self._clock = clock
         self._stop = asyncio.Event()
+        self._wake = asyncio.Event()  # set to end the scan loop's pause early (stop, rescan)
+        self._only: Owned | None = None
         self._task: asyncio.Task[None] | None = None
         self._subscription: Subscription | None = None
         self._runs: dict[tuple[str, str, str], asyncio.Task[None]] = {}
@@ -217,7 +219,8 @@ class WaitingService:
         """Handle every wait that timed out by `now` (default: the clock's now); returns the plans
         after their timeout step."""
         now = now or self._clock()
-        handled = [await self._timed_out(plan, now) for plan in await self.store.expire_due(now, limit)]
+        due = await self.store.expire_due(now, limit, only=self._only)
+        handled = [await self._timed_out(plan, now) for plan in due]
         self.last_scan = {"at": now.isoformat(), "expired": len(handled)}
         return handled
 
@@ -312,9 +315,13 @@ class WaitingService:
 
     # -- background: events and the scan --------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, only: Owned | None = None) -> None:
+        """Subscribe to events and start the timeout scan; with `only`, the scan times out just the
+        plans of the workers it accepts (those whose autonomy runs in this process), and `rescan`
+        after that set changed. Events wake any worker's plans, in whichever process gets them."""
         if self._task is not None:
             return
+        self._only = only
         self._stop.clear()
         if self._bus is not None:
             self._subscription = self._bus.subscribe("*", self._on_bus_event)
@@ -348,24 +355,34 @@ class WaitingService:
             return key, item_id, event.payload
         return item.payload.get("match_key"), item_id, item.payload
 
+    def rescan(self) -> None:
+        """Scan now instead of at the next interval (the workers this process owns changed)."""
+        self._wake.set()
+
     async def _scan_loop(self) -> None:
         while not self._stop.is_set():
+            self._wake.clear()
             try:
                 await self.scan_once()
             except Exception:  # the scan must survive one bad plan file
                 log.exception("[Waiting] timeout scan failed")
+            # not asyncio.wait_for: on Python 3.11 it returns normally when the inner wait ends in the
+            # step its caller is cancelled, and the loop would swallow the cancellation
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), self.scan_interval_s)
+                async with asyncio.timeout(self.scan_interval_s):
+                    await self._wake.wait()
 
     async def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._subscription is not None:
             self._subscription.unsubscribe()
             self._subscription = None
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        if task is not None:  # it ends at its next step; a cancellation of this caller propagates
+            await asyncio.wait([task])
+            if not task.cancelled() and task.exception() is not None:
+                log.error("[Waiting] the timeout scan ended with an error", exc_info=task.exception())
         runs = list(self._runs.values())
         if runs:
             _, pending = await asyncio.wait(runs, timeout=self.stop_grace_s)

@@ -8,13 +8,15 @@ the run starts loses nothing). `transition` is a compare-and-set on the plan's s
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Protocol
 
 from genworker.autonomy.waiting.models import WaitingPlan, WaitState
 
-__all__ = ["WaitingStore"]
+__all__ = ["Owned", "WaitingStore"]
+
+Owned = Callable[[str, str], bool]  # whether this process times out the plans of (tenant, worker)
 
 
 class WaitingStore(Protocol):
@@ -39,8 +41,9 @@ class WaitingStore(Protocol):
         """Move every WAITING plan of `match_key` to GATED (gated_by event) with the event's payload
         and the instance that gated them (`gater`); only this caller gets them."""
 
-    async def expire_due(self, now: datetime, limit: int = 1000) -> list[WaitingPlan]:
-        """Move WAITING plans whose wait ended by `now` to GATED (gated_by timeout), across tenants."""
+    async def expire_due(self, now: datetime, limit: int = 1000, *, only: Owned | None = None) -> list[WaitingPlan]:
+        """Move WAITING plans whose wait ended by `now` to GATED (gated_by timeout), across tenants;
+        with `only`, just the plans of the workers it accepts (tenant, worker): the others stay due."""
 
     async def transition(
         self, tenant_id: str, worker_id: str, plan_id: str, expected: WaitState, to: WaitState, **changes: Any
