@@ -311,11 +311,11 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     # first plans a stopped process left mid-resume or mid-cancel
     everyone = registry.workers()
     await waiting.recover(((w.tenant_id, w.worker_id) for w in everyone), leases.alive)
-    await waiting.start()
+    await waiting.start(only=scope.runs_here)  # timeouts of the workers whose autonomy runs here
     stack.push_async_callback(waiting.stop)
     if memory.config.enabled:
         spawn(stack, "memory", partial(runtime.consolidate_memory, memory, scope))
-    sensors = SensorRegistry(root, inbox)
+    sensors = SensorRegistry(root, inbox, runs_here=scope.runs_here)
     stack.push_async_callback(sensors.stop)
     await sensors.sync(workers)
     if scope.shared:  # workers move here when their owner stops, and away when a process joins
