@@ -2,7 +2,8 @@
 with the fixtures and helpers of test_dashboard_browser.py), from runs made through the real API (LiteLLM
 to the scripted model server): a run with two tool calls, one of whose arguments carries a key the audit
 redacts, and a run whose model call failed. Another tenant's key opens neither. Screenshots go to
-test-artifacts/dashboard/run-view-*.png.
+test-artifacts/dashboard/ (run-view-*.png, console-run-trace.png; with GENWORKER_DOCS_SCREENSHOTS=1 also
+docs/img/console-run-trace.png).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from tests.e2e.test_dashboard_browser import A11Y_PROBLEMS, GLOBEX, WAIT_MS, go, log_in, shot
 from tests.e2e.test_dashboard_browser import browser as browser
 from tests.e2e.test_dashboard_browser import page as page
-from tests.e2e.test_dashboard_console_browser import OVERFLOW, PHONE, _task, run_route
+from tests.e2e.test_dashboard_console_browser import OVERFLOW, PHONE, _task, doc_shot, run_route
 
 from genworker.auth import ApiKeyStore
 from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, serve
@@ -93,7 +94,8 @@ def test_a_run_shows_its_context_segments_model_calls_redacted_tool_calls_and_ti
     text = page.evaluate("() => document.body.textContent")
     assert LEAKED_KEY not in text
     assert page.evaluate(A11Y_PROBLEMS) == []
-    shot(page, "run-view-trace")
+    segments.evaluate("(e) => e.closest('section').scrollIntoView()")  # the docs' picture starts at the context
+    doc_shot(page, "run-trace")
 
 
 def test_a_failed_run_shows_its_reason_and_its_timeline_ends_in_the_error(page: Any, runs: Runs) -> None:

@@ -30,7 +30,7 @@ function runContext(d) {
     const name = SEGMENT_LABELS[s.name] || label(s.name);
     const held = [s.items ? `${num(s.items)} ${s.name === "history" ? "messages" : "items"}` : "",
       s.omitted ? `${num(s.omitted)} left out` : "", s.truncated ? "cut to fit" : ""].filter(Boolean).join(", ");
-    return [name, el("div", { class: "tok" }, tokenBar(s.tokens, largest, name), el("span", { text: num(s.tokens) })),
+    return [name, el("div", { class: "tok" }, tokenBar(s.tokens, largest, name), el("span", { class: "tok-num", text: num(s.tokens) })),
       num(s.quota), held || "—"];
   });
   return section("Context", el("p", { class: "muted", text:
