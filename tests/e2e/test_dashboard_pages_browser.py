@@ -30,8 +30,15 @@ from tests.e2e.test_dashboard_console_browser import OVERFLOW, PHONE, doc_shot, 
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.briefs.file_store import FileBriefStore
 from genworker.autonomy.inbox import FileInboxStore, new_item
+from genworker.memory.episodes import EpisodeStore, tenant_memory_dir, worker_memory_dir
+from genworker.memory.models import Episode, Provenance, Scope, ScopeKind, new_episode_id
+from genworker.memory.preferences import StatementStore
 from genworker.testing import Reply, ScriptedModelServer, serve
 
+MEMORIES = (
+    ("duty:inbox-triage", "Invoices from Acme", "Invoices from Acme go to the finance folder, never to Dana."),
+    ("conversation:th-1", "Board meeting", "Dana asked for the board pack two days before the meeting."),
+)
 DUE_SOON = (datetime.now(UTC) + timedelta(days=3)).date()
 GOAL = (
     "---\ngoal_id: board-pack\ntitle: Board pack ready\nstatus: active\npriority: high\n"
@@ -45,6 +52,25 @@ class Pages:
     demo: str  # API keys
     globex: str
     heartbeat_run: str
+
+
+def _remember(workspace: Path) -> None:
+    """Iris's memory, written through the real stores: two episodes, a preference, a tenant episode."""
+    own = worker_memory_dir(workspace, "demo", "assistant")
+    now = datetime.now(UTC)
+    episodes = EpisodeStore(own)
+    for n, (scope, title, body) in enumerate(MEMORIES):
+        at = now - timedelta(hours=n)
+        duty = "inbox-triage" if scope.startswith("duty") else None
+        episode = Episode(episode_id=new_episode_id(at), tenant_id="demo", worker_id="assistant", scope=scope,
+                          title=title, created_at=at, body=body, provenance=Provenance(duty_id=duty))  # fmt: skip
+        episodes.write(episode)
+    shared = Episode(episode_id=new_episode_id(now), tenant_id="demo", worker_id="assistant", scope="tenant:demo",
+                     title="Office hours", created_at=now, body="The office is closed on public holidays.")  # fmt: skip
+    EpisodeStore(tenant_memory_dir(workspace, "demo")).write(shared)
+    StatementStore(own, "preference").add(
+        "reply language", "Dana wants replies in English", Scope(ScopeKind.WORKER, "assistant")
+    )
 
 
 def _sense(workspace: Path) -> None:
@@ -77,6 +103,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) ->
     demo = ApiKeyStore(workspace).create("demo", label="pages browser test")[1]
     globex = ApiKeyStore(workspace).create("globex")[1]
     _sense(workspace)
+    _remember(workspace)
     briefs = FileBriefStore(workspace)
     with ScriptedModelServer() as model:
         model.expect(Reply('{"attention": false, "message": ""}'))
@@ -96,13 +123,20 @@ def pages(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) ->
             yield Pages(server.url, demo, globex, run_id)
 
 
-def test_autonomy_charts_from_the_worker_page_and_by_deep_link(page: Any, pages: Pages) -> None:
+def from_worker_page(page: Any, pages: Pages, link: str, name: str) -> None:
+    """Log in as demo and open `link` under More on Iris's page."""
     from playwright.sync_api import expect
 
     log_in(page, pages.url, pages.demo)
     go(page, "#/workers/assistant")
-    page.locator("#view-worker .page-links").get_by_role("link", name="Autonomy charts").click()
-    expect(page.locator("body[data-page=autonomy]")).to_have_count(1)
+    page.locator("#view-worker .page-links").get_by_role("link", name=link).click()
+    expect(page.locator(f"body[data-page={name}]")).to_have_count(1)
+
+
+def test_autonomy_charts_from_the_worker_page_and_by_deep_link(page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    from_worker_page(page, pages, "Autonomy charts", "autonomy")
     assert page.evaluate("location.hash") == "#/workers/assistant/autonomy"
     view = page.locator("#view-autonomy")
     expect(view.locator("h2")).to_have_text("Autonomy charts of assistant")
@@ -132,10 +166,7 @@ def test_autonomy_charts_from_the_worker_page_and_by_deep_link(page: Any, pages:
 def test_calendar_timeline_with_runs_fires_and_due_dates(page: Any, pages: Pages) -> None:
     from playwright.sync_api import expect
 
-    log_in(page, pages.url, pages.demo)
-    go(page, "#/workers/assistant")
-    page.locator("#view-worker .page-links").get_by_role("link", name="Calendar timeline").click()
-    expect(page.locator("body[data-page=timeline]")).to_have_count(1)
+    from_worker_page(page, pages, "Calendar timeline", "timeline")
     view = page.locator("#view-timeline")
     chart = view.locator("svg.timeline")
     expect(chart).to_have_attribute("aria-label", _re(r"1 runs, \d+ scheduled fires, \d+ due dates"))
@@ -161,6 +192,43 @@ def _re(pattern: str) -> Any:
     return re.compile(pattern)
 
 
+def test_memory_by_partition_and_search_read_only(page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    from_worker_page(page, pages, "Memory", "memory")
+    view = page.locator("#view-memory")
+    # the heartbeat's summary turn may have left an episode of its own: the total is the API's
+    total = sum(page.request.get(pages.url + "/api/v1/workers/assistant/dashboard/memory").json()["counts"].values())
+    assert total >= 4
+    expect(view.locator(".memory-count")).to_have_text(f"{total} of {total} entries.")
+    for name in ("Duty", "Worker", "Tenant"):
+        expect(view.locator(".stat", has_text=name).locator(".stat-value")).to_have_text("1")
+    rows = view.locator("table.memory-entries tbody tr")
+    expect(rows).to_have_count(total)
+    expect(view).to_contain_text("Dana wants replies in English")
+    expect(view).to_contain_text("The office is closed on public holidays.")
+    assert raw_badges(page) == []
+    assert page.evaluate(A11Y_PROBLEMS) == []
+    doc_shot(page, "memory", full_page=True)
+
+    page.get_by_label("Search what it remembers").fill("acme FINANCE")
+    page.get_by_role("button", name="Search").click()
+    expect(view.locator(".memory-count")).to_have_text(f"1 of {total} entries matching “acme FINANCE”.")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("Invoices from Acme")
+    expect(rows.first).to_contain_text("duty inbox-triage")
+    page.get_by_label("Search what it remembers").fill("")
+    page.get_by_label("Partition").select_option("tenant")
+    page.get_by_role("button", name="Search").click()
+    expect(view.locator(".memory-count")).to_have_text(f"1 of {total} entries in the tenant partition.")
+    expect(rows.first).to_contain_text("Office hours")
+    before = page.locator("body").get_attribute("data-loaded") or ""
+    page.get_by_role("button", name="Refresh").click()  # a refresh keeps the search
+    expect(page.locator("body")).not_to_have_attribute("data-loaded", before)
+    expect(view.locator(".memory-count")).to_have_text(f"1 of {total} entries in the tenant partition.")
+    assert view.locator("button", has_text="Delete").count() == 0  # read-only
+
+
 def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: Pages) -> None:
     from playwright.sync_api import expect
 
@@ -169,16 +237,16 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
     try:
         phone = context.new_page()
         log_in(phone, pages.url, pages.demo)
-        for name in ("autonomy", "timeline"):
+        for name in ("autonomy", "timeline", "memory"):
             go(phone, f"#/workers/assistant/{name}")
-            expect(phone.locator(f"#view-{name} svg.chart").first).to_be_visible()
+            expect(phone.locator(f"#view-{name} .content > *").first).to_be_visible()
             assert phone.evaluate(OVERFLOW) <= 0, f"{name} scrolls sideways on a phone"
             shot(phone, f"console-phone-{name}")
     finally:
         context.close()
 
     log_in(page, pages.url, pages.globex)
-    for name in ("autonomy", "timeline"):
+    for name in ("autonomy", "timeline", "memory"):
         page.goto(f"{pages.url}/dashboard#/workers/assistant/{name}")
         expect(page.locator("body[data-page=missing]")).to_have_count(1)
         for path in (
@@ -187,14 +255,17 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
         ):
             assert page.request.get(pages.url + path).status == 404, path
     gina = page.request.get(pages.url + "/api/v1/workers/gina/dashboard/autonomy").json()
+    memory = page.request.get(pages.url + "/api/v1/workers/gina/dashboard/memory").json()
+    assert memory["entries"] == [] and set(memory["counts"].values()) == {0}  # demo's tenant memory is not globex's
     assert gina["heartbeat"]["per_day"][-1] == {"day": datetime.now(UTC).date().isoformat(), "runs": 0, "failed": 0}
     page.get_by_role("button", name="Log out").click()
 
     log_in(page, pages.url, pages.demo)
-    for name in ("autonomy", "timeline"):
+    for name in ("autonomy", "timeline", "memory"):
         go(page, f"#/workers/assistant/{name}")
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     text = page.evaluate("() => document.body.textContent")
-    leaked = [s for s in ("Board pack ready", pages.heartbeat_run, "of assistant", "Morning brief") if s in text]
+    secrets = ("Board pack ready", pages.heartbeat_run, "of assistant", "Morning brief", "Dana wants replies")
+    leaked = [s for s in secrets if s in text]
     assert leaked == []

@@ -1,6 +1,7 @@
-"""The data behind a worker's console pages that are drawn rather than listed: the autonomy charts
-(heartbeat runs, interruption-budget use and inbox arrivals per day, inbox depth now) and the calendar
-as a timeline (duties' next fires, recent runs, goals' and milestones' due dates on one time axis).
+"""The data behind a worker's console pages that the aggregator's blocks do not carry: the autonomy
+charts (heartbeat runs, interruption-budget use and inbox arrivals per day, inbox depth now), the
+calendar as a timeline (duties' next fires, recent runs, goals' and milestones' due dates on one time
+axis) and what the worker remembers (episodes and statements by partition, searchable).
 
 The API layer names the worker (one the key may use); nothing here reads a request or writes."""
 
@@ -16,13 +17,19 @@ from genworker.autonomy.inbox import InboxState
 from genworker.dashboard import blocks_worker
 from genworker.dashboard.aggregator import BlockContext
 from genworker.dashboard.blocks_work import router_of
+from genworker.dashboard.text import clip
 from genworker.dashboard.usage import FAILED_STATES, window_runs
+from genworker.memory.episodes import EpisodeStore, ScanIssue, tenant_memory_dir, worker_memory_dir
+from genworker.memory.models import Episode, ScopeKind
+from genworker.memory.preferences import Statement, StatementStore
 
-__all__ = ["INBOX_ITEMS", "TIMELINE_PAST_DAYS", "autonomy", "timeline"]
+__all__ = ["INBOX_ITEMS", "MEMORY_SHOWN", "TIMELINE_PAST_DAYS", "autonomy", "memory", "timeline"]
 
 INBOX_ITEMS: Final = 5000  # newest-first cap on the items read for the arrivals chart
 TIMELINE_PAST_DAYS: Final = 7
 TIMELINE_RUNS: Final = 200
+MEMORY_SHOWN: Final = 200  # newest matching entries answered
+MEMORY_TEXT: Final = 1500  # characters of an entry's text
 _WAITING: Final = (InboxState.PENDING, InboxState.PROCESSING, InboxState.FAILED)
 
 
@@ -120,4 +127,68 @@ async def timeline(ctx: BlockContext) -> dict[str, Any]:
         "upcoming": calendar["entries"],
         "runs": runs,
         "due": sorted(due, key=lambda d: d["due"]),
+    }
+
+
+def _entry(kind: str, ident: str, scope: str, title: str, text: str, at: datetime, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": kind,  # episode | summary | preference | decision
+        "id": ident,
+        "partition": scope.partition(":")[0],
+        "scope": scope,
+        "title": title,
+        "text": clip(text, MEMORY_TEXT),
+        "created_at": at.isoformat(),
+        **extra,
+    }
+
+
+def _episode(e: Episode) -> dict[str, Any]:
+    p = e.provenance
+    return _entry(e.kind, e.episode_id, e.scope, e.title, e.body, e.created_at, source=e.source, status="active",
+                  weight=round(e.weight, 3), recall_count=e.recall_count, run_id=p.run_id, duty_id=p.duty_id,
+                  thread_id=p.thread_id, channel=p.channel)  # fmt: skip
+
+
+def _statement(s: Statement) -> dict[str, Any]:
+    ev = s.evidence
+    return _entry(s.kind, s.id, s.scope, s.key, s.value, s.created_at, source="statement", status=s.status,
+                  quote=ev.quote, run_id=ev.run_id, thread_id=ev.thread_id)  # fmt: skip
+
+
+def _matches(entry: dict[str, Any], words: list[str]) -> bool:
+    text = f"{entry['title']}\n{entry['text']}\n{entry.get('quote') or ''}".casefold()
+    return all(w in text for w in words)
+
+
+async def memory(ctx: BlockContext, query: str, partition: ScopeKind | None) -> dict[str, Any]:
+    """The worker's episodes, summaries, preferences and decisions, and the tenant's shared episodes, newest
+    first; `query`'s words must all appear (case-insensitive), `partition` keeps one scope kind. Read-only."""
+    root = ctx.runtime.registry.root
+    own = worker_memory_dir(root, ctx.tenant_id, ctx.worker_id)
+
+    def read() -> tuple[list[dict[str, Any]], list[ScanIssue]]:
+        issues: list[ScanIssue] = []
+        found = [
+            _episode(e)
+            for folder in (own, tenant_memory_dir(root, ctx.tenant_id))
+            for e in EpisodeStore(folder).scan(issues)
+        ]
+        found += [_statement(s) for kind in ("preference", "decision") for s in StatementStore(own, kind).all()]
+        return found, issues
+
+    entries, issues = await asyncio.to_thread(read)
+    counts = {k.value: sum(e["partition"] == k.value for e in entries) for k in ScopeKind}
+    words = query.casefold().split()
+    shown = [e for e in entries if (partition is None or e["partition"] == partition.value) and _matches(e, words)]
+    shown.sort(key=lambda e: e["created_at"], reverse=True)
+    return {
+        "worker_id": ctx.worker_id,
+        "generated_at": ctx.now.isoformat(),
+        "query": query,
+        "partition": partition.value if partition else None,
+        "counts": counts,
+        "matched": len(shown),
+        "entries": shown[:MEMORY_SHOWN],
+        "unreadable": [f"{i.path.name}: {i.error}" for i in issues],
     }

@@ -1,6 +1,6 @@
-"""The JSON behind a worker's console pages drawn by `static/pages.js`: the autonomy charts and the
-calendar timeline. Tenant-scoped like every route: the tenant is the key's, and a worker the key may
-not use (or another tenant's) is a 404."""
+"""The JSON behind a worker's console pages drawn by `static/pages.js`: the autonomy charts, the
+calendar timeline and the memory page (read-only). Tenant-scoped like every route: the tenant is the
+key's, and a worker the key may not use (or another tenant's) is a 404."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from genworker.api.params import WorkerId
 from genworker.auth import Principal
 from genworker.dashboard import BlockContext, BlockUnavailable
 from genworker.dashboard.usage import MAX_DAYS
-from genworker.dashboard.worker_pages import autonomy, timeline
+from genworker.dashboard.worker_pages import autonomy, memory, timeline
+from genworker.memory.models import ScopeKind
 from genworker.runtime.composition import Runtime
 
 __all__ = ["router"]
@@ -51,3 +52,16 @@ async def calendar_timeline(worker_id: WorkerId, principal: Auth, runtime: Runti
         return await timeline(_context(principal, runtime, worker_id))
     except BlockUnavailable as exc:
         raise ApiError(503, "dashboard_unavailable", str(exc)) from None
+
+
+@router.get(
+    "/memory", summary="What the worker remembers: episodes and statements by partition, newest first, searchable"
+)
+async def worker_memory(
+    worker_id: WorkerId,
+    principal: Auth,
+    runtime: RuntimeDep,
+    q: Annotated[str, Query(max_length=200, description="words that must all appear (case-insensitive)")] = "",
+    partition: Annotated[ScopeKind | None, Query(description="one partition kind")] = None,
+) -> dict[str, Any]:
+    return await memory(_context(principal, runtime, worker_id), q, partition)

@@ -1,7 +1,9 @@
-// A worker's drawn pages: #/workers/{w}/autonomy (heartbeat runs, interruption-budget use and inbox arrivals
-// per day, the inbox's depth now: charts.js bars) and #/workers/{w}/timeline (recent runs, the calendar's next
-// fires and goals' due dates on one SVG time axis, and the same as a list). Each page is registered in
-// WORKER_PAGES and drawn by PAGES[name]; its section is added to <main> here. Uses dashboard.js's helpers.
+// A worker's own pages: #/workers/{w}/autonomy (heartbeat runs, interruption-budget use and inbox arrivals
+// per day, the inbox's depth now: charts.js bars), #/workers/{w}/timeline (recent runs, the calendar's next
+// fires and goals' due dates on one SVG time axis, and the same as a list) and #/workers/{w}/memory (what the
+// worker remembers, by partition, searchable, read-only). Each page is registered in WORKER_PAGES (other
+// scripts use registerWorkerPage) and drawn by PAGES[name]; its section is added to <main> here. Uses
+// dashboard.js's helpers.
 (() => {
   "use strict";
 
@@ -11,6 +13,9 @@
     processing: "Being processed", consumed: "Consumed", dead: "Dead-lettered", heartbeat: "Heartbeat",
     duty: "Duty", goal: "Goal", chat: "Chat", im: "IM", event: "Event", sensor: "Sensor", schedule: "Schedule",
     manual: "Manual", task: "Task", cancelled: "Cancelled",
+    run: "Run", conversation: "Conversation", worker: "Worker", tenant: "Tenant", episode: "Episode", summary: "Summary",
+    preference: "Preference", decision: "Decision", superseded: "Superseded", consolidation: "Consolidation",
+    promotion: "Promotion", import: "Import", statement: "Statement",
   });
 
   // name -> [title, the worker page's link text, its JSON route under /api/v1/workers/{w}]
@@ -18,6 +23,7 @@
     autonomy: ["Autonomy charts", "Autonomy charts", "/dashboard/autonomy?days=14"],
     timeline: ["Calendar timeline", "Calendar timeline", "/dashboard/timeline"],
   };
+  const search = { epoch: -1, worker: null, q: "", partition: "" };  // the memory page's search, per session
 
   function addView(name, title) {
     const section = el("section", { id: `view-${name}`, class: "view", "data-view": name, "aria-labelledby": `h-${name}`, hidden: true },
@@ -37,6 +43,12 @@
   window.registerWorkerPage = register;
 
   for (const [name, [title, link, path]] of Object.entries(OWN)) register(name, title, (r) => workerUrl(r, path), link);
+  register("memory", "Memory", (r) => {
+    if (search.epoch !== state.epoch || search.worker !== r.worker) Object.assign(search, { epoch: state.epoch, worker: r.worker, q: "", partition: "" });
+    const params = new URLSearchParams({ q: search.q });
+    if (search.partition) params.set("partition", search.partition);
+    return workerUrl(r, `/dashboard/memory?${params}`);
+  });
 
   const workerPage = PAGES.worker;
   PAGES.worker = function workerWithPages(data, r) {
@@ -167,5 +179,54 @@
       section(`Recent runs (${d.runs.length})`, d.runs.length ? table(["Run", "State", "Source", "Queued", "Finished"], d.runs.map((x) => [
         runLink(w, x.run_id), badge(x.state), `${label(x.source_type)}${x.duty_id ? ` (${x.duty_id})` : ""}`, when(x.start), x.end ? when(x.end) : ""]), "timeline-runs")
         : muted("No run in the last 7 days.")));
+  };
+
+  // -- memory (read-only) -------------------------------------------------------------
+
+  const PARTITIONS = ["run", "duty", "conversation", "worker", "tenant"];
+
+  function memoryForm(worker) {
+    const form = el("form", { id: "memory-form", class: "memory-form", role: "search", onsubmit: (e) => {
+      e.preventDefault();
+      search.q = $("#memory-q").value.trim();
+      search.partition = $("#memory-partition").value;
+      load();
+    } },
+    el("label", { for: "memory-q", text: "Search what it remembers" }),
+    el("input", { id: "memory-q", name: "q", type: "search", maxlength: 200, value: search.q }),
+    el("label", { for: "memory-partition", text: "Partition" }),
+    el("select", { id: "memory-partition", name: "partition" }, el("option", { value: "", text: "Every partition" }),
+      PARTITIONS.map((p) => el("option", { value: p, text: label(p), selected: search.partition === p }))),
+    el("button", { type: "submit" }, "Search"));
+    return [el("p", { class: "muted" }, "What ", workerLink(worker), " remembers: the episodes of its runs, summaries, the " +
+      "preferences and decisions it learned, and the tenant's shared memory. Read-only: memory changes through runs, " +
+      "consolidation and approved candidates."), form, el("div", { id: "memory-results" })];
+  }
+
+  PAGES.memory = function memoryPage(d, r) {
+    heading("memory", r);
+    const host = $("#view-memory .content");
+    if (!$("#memory-form") || host.dataset.worker !== r.worker || host.dataset.epoch !== String(state.epoch)) {
+      host.replaceChildren(...memoryForm(r.worker));
+      host.dataset.worker = r.worker;
+      host.dataset.epoch = String(state.epoch);
+    }
+    const total = Object.values(d.counts).reduce((a, b) => a + b, 0);
+    const what = `${d.matched} of ${total} entr${total === 1 ? "y" : "ies"}${d.query ? ` matching “${d.query}”` : ""}` +
+      `${d.partition ? ` in the ${label(d.partition).toLowerCase()} partition` : ""}${d.matched > d.entries.length ? `; the newest ${d.entries.length} shown` : ""}.`;
+    $("#memory-results").replaceChildren(...[
+      el("div", { class: "stats" }, PARTITIONS.map((p) => stat(label(p), num(d.counts[p] || 0)))),
+      el("p", { role: "status", class: "memory-count", text: what }),
+      d.unreadable.length ? el("p", { class: "reason", text: `Files that could not be read: ${d.unreadable.join("; ")}` }) : null,
+      d.entries.length ? table(["When", "Partition", "Kind", "What", "From"], d.entries.map((e) => [
+        el("time", { datetime: e.created_at, text: when(e.created_at) }),
+        [badge(e.partition), el("div", {}, el("code", { text: e.scope }))],
+        [badge(e.type), e.status !== "active" ? badge(e.status) : null],
+        [e.title ? el("strong", { text: e.title }) : null, el("div", { class: "memory-text", text: e.text }),
+          e.quote ? el("q", { text: e.quote }) : null],
+        [label(e.source), ...(e.run_id ? [" · run ", runLink(r.worker, e.run_id)] : []), e.duty_id ? ` · duty ${e.duty_id}` : "",
+          e.recall_count ? ` · recalled ${e.recall_count}×` : ""]]), "memory-entries")
+        : muted(total ? "Nothing matches this search." : "The worker remembers nothing yet."),
+    ].filter(Boolean));
   };
 })();
