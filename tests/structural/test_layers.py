@@ -36,6 +36,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"engine"}),
     frozenset({"worker", "streaming"}),
     frozenset({"supervision"}),  # policies watching runs: wraps the engine's tools and events (#33)
+    frozenset({"experiments"}),  # isolated variants through the router, judged by one protocol (#33)
     frozenset({"channels"}),
     frozenset({"autonomy"}),
     frozenset({"runtime"}),  # composition

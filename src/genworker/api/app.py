@@ -42,6 +42,7 @@ from genworker.api.routes import confirmations as confirmation_routes
 from genworker.api.routes import conflicts as conflict_routes
 from genworker.api.routes import dashboard_pages as dashboard_page_routes
 from genworker.api.routes import engine_runs as engine_run_routes
+from genworker.api.routes import experiments as experiment_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import learning as learning_routes
@@ -135,6 +136,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(engine_run_routes.router)
     app.include_router(service_routes.router)
     app.include_router(supervision_routes.router)
+    app.include_router(experiment_routes.router)
     app.include_router(workspace_file_routes.router)
     app.add_middleware(RefuseNewWork, state=app.state)
     app.add_middleware(RequestIdMiddleware)  # outermost: error responses carry X-Request-ID too

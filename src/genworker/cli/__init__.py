@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from genworker import __version__
 from genworker.cli import chat as cli_chat
+from genworker.cli import experiments as cli_experiments
 from genworker.cli import keys as cli_keys
 from genworker.cli import local as cli_local
 from genworker.cli import output as cli_output
@@ -77,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_remote.register(commands)
     cli_replies.register(commands)
     cli_spaces.register(commands)
+    cli_experiments.register(commands)
     cli_local.register(commands)
     return parser
 

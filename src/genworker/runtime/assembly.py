@@ -65,6 +65,7 @@ from genworker.channels.registry import ChannelRegistry
 from genworker.cluster.ownership import Ownership, RedisLiveInstances
 from genworker.conversation import FileSessionStore, RedisSessionStore, SessionManager, SessionStore, ThreadQueue
 from genworker.delivery.outbox import Outbox, outbox_events
+from genworker.experiments import ExperimentService
 from genworker.llm.bookkeeping import defer_bookkeeping, restore_task_factory, turns_running
 from genworker.llm.client import LLMClient
 from genworker.memory import MemoryConfig, MemoryService
@@ -141,6 +142,7 @@ class Services:
     conflicts: ConflictService  # the Conflict Arbiter: plan-time and commit-time checks, cases
     learning: LearningService  # feedback -> learned policy versions: shadow, applied, rolled back
     spaces: SpaceService  # context spaces: sensed facts gathered before they become tasks (opt-in per worker)
+    experiments: ExperimentService  # isolated variants of one question, the best successful one a candidate
     command_backend: AutonomyCommandBackend  # the IM commands' backend
     delivery: ChannelDelivery  # outbound replies and proactive sends
     outbox: Outbox  # proactive sends once per key, re-sent until delivered
@@ -321,6 +323,9 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     if scope.shared:  # workers move here when their owner stops, and away when a process joins
         interval_s = leases.ttl.total_seconds() / 3
         spawn(stack, "worker-ownership", partial(runtime.follow_ownership, scope, interval_s))
+    experiments = ExperimentService(router, router.confirmations, owner=leases.instance_id, alive=leases.alive)
+    await experiments.recover()  # what a stopped process left running is interrupted
+    stack.push_async_callback(experiments.stop)
     await tokenizer  # ready only once the first turn will not load it on the loop
     return Services(
         leases=leases,
@@ -343,6 +348,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
         conflicts=conflicts,
         learning=learning,
         spaces=spaces,
+        experiments=experiments,
         command_backend=command_backend,
         delivery=delivery,
         outbox=outbox,

@@ -11,24 +11,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from genworker.conversation import SessionManager, to_model_messages
 from genworker.conversation.models import ConversationSession
-from genworker.engine.base import EngineRequest
+from genworker.engine.base import DepthBudget, EngineRequest
 from genworker.llm.client import LLMClient
+from genworker.llm.intent import Tier
 from genworker.memory import MemoryBinding, MemoryService, RecallResult, channel_of
 from genworker.memory.crosschannel import looks_like_continuation, offer_answer
 from genworker.memory.models import MemoryItem
 from genworker.tools.context import ToolScope
 from genworker.tools.environment import ToolRuntime
+from genworker.tools.middlewares.policy import matches_any
 from genworker.tools.pre_script import PreScriptError, run_pre_script
 from genworker.worker.admission import Admitted, Blocked
 from genworker.worker.context import ContextWindowConfig, build_managed_context
 from genworker.worker.context.models import ManagedContext
 from genworker.worker.duty_brief import depth_budget, duty_brief
-from genworker.worker.routing import RouteRequest
+from genworker.worker.routing import RouteRequest, RunOverrides
 from genworker.workspace.models.depth import DEFAULT_DEPTH
 from genworker.workspace.models.duty import PreScript
 from genworker.workspace.registry import WorkspaceRegistry
@@ -94,6 +96,7 @@ class Preparer:
             conversational=session is not None,  # and whether the thread's history carries the request
             recorded=written.durable,
         )
+        scope = _narrowed(scope, req.overrides)
         task_text = req.text
         pre_script = _pre_script(worker, admitted, manifest.provenance.goal_id)
         if pre_script is not None:  # run once, before the engine; its output joins the task text
@@ -123,6 +126,7 @@ class Preparer:
         depth = admitted.outcome.manifest.execution_depth or DEFAULT_DEPTH
         brief = duty_brief(admitted.outcome.duty, manifest.provenance.trigger_id, depth)  # joins the system prompt
         brief = "\n\n".join(p for p in (brief, guidance) if p)  # and the service's limits and escalation triggers
+        brief = "\n\n".join(p for p in (brief, req.overrides.instructions if req.overrides else "") if p)
         engine = EngineRequest(
             manifest.run_id,
             admitted.skill,
@@ -130,7 +134,7 @@ class Preparer:
             scope,
             brief,
             resume=req.resume,
-            budget=depth_budget(tenant.tenant, depth),
+            budget=_tiered(depth_budget(tenant.tenant, depth), req.overrides),
             continuation=req.continuation,
         )
         return Prepared(engine, context, binding, recalled, question, scope)
@@ -185,3 +189,20 @@ def _runs_in(session: ConversationSession | None) -> tuple[str, ...]:
     if session is None:
         return ()
     return tuple(dict.fromkeys(r for m in session.messages if (r := getattr(m, "run_id", None))))
+
+
+def _narrowed(scope: ToolScope, overrides: RunOverrides | None) -> ToolScope:
+    """An experiment variant's tool set within the worker's: a tool both allow-lists let through."""
+    if overrides is None or overrides.tools is None:
+        return scope
+    allowed, own = frozenset(overrides.tools), scope.worker_allowed_tools
+    if own is not None:
+        allowed = frozenset(t for t in allowed if matches_any(t, own)) | {t for t in own if matches_any(t, allowed)}
+    return replace(scope, worker_allowed_tools=allowed)
+
+
+def _tiered(budget: DepthBudget, overrides: RunOverrides | None) -> DepthBudget:
+    """An experiment variant's model tier for the run's turns."""
+    if overrides is None or overrides.tier is None:
+        return budget
+    return replace(budget, tier=Tier(overrides.tier))

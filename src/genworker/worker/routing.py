@@ -28,6 +28,7 @@ __all__ = [
     "RouteEvents",
     "RouteRequest",
     "RouterEvent",
+    "RunOverrides",
     "run_to_end",
 ]
 
@@ -44,6 +45,16 @@ class RouteError(Exception):
         self.code = code
         self.retry_after_s = retry_after_s
         super().__init__(message)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverrides:
+    """One experiment variant's changes to a run (docs/experiments.md): the model tier of its turns,
+    instructions added to its system prompt, and a tool allow-list narrower than the worker's."""
+
+    tier: str | None = None
+    instructions: str = ""
+    tools: tuple[str, ...] | None = None  # names or fnmatch patterns; None: the worker's tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +80,7 @@ class RouteRequest:
     continuation: Continuation | None = None  # a plan or graph of an earlier run: the engine continues it
     parent: RunRef | None = None  # delegated: the run that asked for it (its tenant must be this one)
     delegation_depth: int = 0  # the parent's depth + 1
+    overrides: RunOverrides | None = None  # an experiment variant's tier, instructions and tools
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,8 +34,8 @@ __all__ = [
 ]
 
 SourceType = Literal[
-    "chat", "task", "openai", "duty", "event", "schedule", "sensor", "heartbeat", "goal", "collaboration"
-]  # collaboration: delegated by another run (delegate_to_worker, spawn_task, spawn_subagents)
+    "chat", "task", "openai", "duty", "event", "schedule", "sensor", "heartbeat", "goal", "collaboration", "experiment"
+]  # collaboration: delegated by another run (delegate_to_worker, spawn_task, spawn_subagents); experiment: a variant
 Action = Literal["auto", "gated", "blocked"]
 RiskTier = Literal["low", "medium", "high"]
 Reversibility = Literal["reversible", "undo_window", "irreversible"]
