@@ -9,9 +9,12 @@ An entry (`schema_version` 3; versions 1 and 2, written before delivery and owne
 are still read) holds the message, how many runs it started (`attempts`), the answer once it is
 known (written before it is sent, so a restart re-sends it instead of running the worker again),
 while the vendor will not take the answer, `delivery`: the failed attempts, when the next one is
-due and the last error; and `owner`, the runtime instance handling it. An answer that cannot be
-delivered within the retry horizon is set aside under `dead/` with its answer kept, for a person
-to re-send (`resend`).
+due and the last error; `owner`, the runtime instance handling it; and `sending`, when a send of
+the answer began (cleared when the vendor refused it; the entry is removed once it took it). An
+answer that cannot be delivered within the retry horizon is set aside under `dead/` with its answer
+kept, for a person to re-send (`resend`); so is one whose `sending` a replay or a takeover finds: its
+process stopped mid-send, the vendor may have taken it, and it is not sent a second time.
+(`sending` came after version 3 and is optional in it: a process that predates it re-sends.)
 
 Several processes share the journal (docs/deploy.md). A journal made with an `owner` (this
 process's instance id) writes it into the entries it appends, and changes an entry only while no
@@ -81,6 +84,7 @@ class JournalEntry:
     delivery: Delivery | None = None  # set while the answer waits to be re-sent
     run_id: str | None = None  # an interrupted run the answer is a notice about
     owner: str | None = None  # the runtime instance handling it (None: written before owners, or one process)
+    sending: float | None = None  # when a send began (Unix s) that no vendor answer settled yet
 
     @property
     def name(self) -> str:
@@ -95,7 +99,7 @@ class JournalEntry:
         message, delivery = self.message, self.delivery
         return {
             "id": self.path.stem,
-            "state": "given_up" if self.dead else "retrying",
+            "state": ("outcome_unknown" if self.sending is not None else "given_up") if self.dead else "retrying",
             "adapter_id": message.adapter_id,
             "platform": message.platform,
             "event_id": message.event_id,
@@ -172,6 +176,7 @@ class EventJournal:
             "delivery": dataclasses.asdict(entry.delivery) if entry.delivery is not None else None,
             "run_id": entry.run_id,
             "owner": entry.owner,
+            "sending": entry.sending,
         }
         write_atomic(entry.path, json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
@@ -207,6 +212,7 @@ class EventJournal:
             Delivery(**delivery) if delivery is not None else None,
             data.get("run_id"),
             data.get("owner"),
+            data.get("sending"),
         )
 
     def pending(self) -> list[Path]:

@@ -63,7 +63,17 @@ MAX_ATTEMPTS = 3  # runs started for one message before it is set aside
 OUTCOMES_KEPT = 1000
 FAILURE_TEXT = "Sorry, I could not finish that just now. Please try again in a moment."
 Outcome = Literal[
-    "replied", "command", "sensed", "ignored", "failed", "notified", "undelivered", "given_up", "deferred", "busy"
+    "replied",
+    "command",
+    "sensed",
+    "ignored",
+    "failed",
+    "notified",
+    "undelivered",
+    "given_up",
+    "deferred",
+    "busy",
+    "outcome_unknown",
 ]
 _KEPT: frozenset[Outcome] = frozenset({"undelivered", "deferred"})  # the entry stays in the journal
 
@@ -246,9 +256,9 @@ class ChannelProcessor:
             path = await asyncio.to_thread(self.journal.revive, path)
             self._count(self._given_up, entry.message.platform, -1)
             entry = dataclasses.replace(entry, path=path)
-        if entry.delivery is not None:
-            fresh = dataclasses.replace(entry.delivery, next_at=0.0, first_failed_at=self.clock())
-            entry = await asyncio.to_thread(self.journal.update, entry, delivery=fresh)
+        if entry.delivery is not None or entry.sending is not None:  # a person decided: send it (again)
+            fresh = entry.delivery and dataclasses.replace(entry.delivery, next_at=0.0, first_failed_at=self.clock())
+            entry = await asyncio.to_thread(self.journal.update, entry, delivery=fresh, sending=None)
         self.due.discard(path)
         record_channel_redelivery(entry.message.platform, "resent")
         log.info("[Channels] re-sending the answer to %s on %s on request", entry.message.event_id, entry.name)
@@ -348,6 +358,8 @@ class ChannelProcessor:
 
     async def process(self, entry: JournalEntry) -> Outcome:
         message = entry.message
+        if entry.answer is not None and entry.sending is not None:  # its process stopped mid-send
+            return await self._outcome_unknown(entry)
         if entry.answer is not None:  # answered before a crash, or the vendor would not take it: send it
             return await self._deliver(entry, "notified" if entry.run_id else "replied")
         binding = self.registry.resolve(message.adapter_id)
@@ -544,16 +556,17 @@ class ChannelProcessor:
         return "deferred"
 
     async def _answer(self, entry: JournalEntry, text: str, outcome: Outcome) -> Outcome:
-        entry = await asyncio.to_thread(self.journal.update, entry, answer=text)
-        return await self._deliver(entry, outcome)
+        return await self._deliver(entry, outcome, answer=text)
 
-    async def _deliver(self, entry: JournalEntry, outcome: Outcome) -> Outcome:
-        """Send the entry's answer; when the vendor will not take it, schedule the next attempt (or,
-        past the retry horizon, set the entry aside for a person)."""
-        assert entry.answer is not None
+    async def _deliver(self, entry: JournalEntry, outcome: Outcome, *, answer: str | None = None) -> Outcome:
+        """Send the entry's answer (or `answer`, recorded with the send); when the vendor will not take
+        it, schedule the next attempt (or, past the retry horizon, set the entry aside for a person)."""
         message = entry.message
-        if not await asyncio.to_thread(self.journal.owned, entry):
-            raise EntryTakenOver(f"{entry.name} is no longer this process's to answer")
+        # one write under the entry's lock before the send: the answer, and that a send began. It
+        # stops an instance the entry was taken from (EntryTakenOver); and whoever finds the mark
+        # after this process died does not send it again (the vendor may have taken it)
+        entry = await asyncio.to_thread(self.journal.update, entry, answer=answer or entry.answer, sending=self.clock())
+        assert entry.answer is not None
         error = await self._send(message, entry.answer)
         if error is None:
             if entry.delivery is not None:
@@ -569,7 +582,7 @@ class ChannelProcessor:
         first = previous.first_failed_at if previous else now
         if self.policy.gives_up(first, now):
             delivery = Delivery(failures, now, first, error)
-            entry = await asyncio.to_thread(self.journal.update, entry, delivery=delivery)
+            entry = await asyncio.to_thread(self.journal.update, entry, delivery=delivery, sending=None)
             since = datetime.fromtimestamp(first, UTC).isoformat()
             reason = f"undelivered since {since} after {failures} attempts: {error}"
             await asyncio.to_thread(self.journal.dead, entry.path, reason)
@@ -580,7 +593,7 @@ class ChannelProcessor:
             return "given_up"
         delay = self.policy.delay(failures)
         entry = await asyncio.to_thread(
-            self.journal.update, entry, delivery=Delivery(failures, now + delay, first, error)
+            self.journal.update, entry, delivery=Delivery(failures, now + delay, first, error), sending=None
         )
         self._retrying[entry.path] = message.platform
         self.due.put(entry.path, now + delay)
@@ -590,6 +603,19 @@ class ChannelProcessor:
             message.event_id, message.adapter_id, error, failures + 1, delay,
         )  # fmt: skip
         return "undelivered"
+
+    async def _outcome_unknown(self, entry: JournalEntry) -> Outcome:
+        """The process sending this answer stopped before the vendor said whether it took it: set the
+        entry aside (listed as undelivered, `outcome_unknown`) rather than risk a second message; a
+        person re-sends it if it never arrived."""
+        message = entry.message
+        since = datetime.fromtimestamp(entry.sending or 0.0, UTC).isoformat()
+        reason = f"its process stopped while sending the answer ({since}); it may have arrived: not sent again"
+        await asyncio.to_thread(self.journal.dead, entry.path, reason)
+        self._retrying.pop(entry.path, None)
+        self._count(self._given_up, message.platform, 1)
+        log.error("[Channels] answer to %s on %s set aside: %s", message.event_id, message.adapter_id, reason)
+        return "outcome_unknown"
 
     async def _send(self, message: ChannelMessage, text: str) -> str | None:
         """None once delivered; else why not."""
