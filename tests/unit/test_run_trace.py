@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from genworker.dashboard.run_view import trace_view
 from genworker.engine.events import (
     ApprovalRequired,
     RunError,
@@ -30,8 +31,10 @@ from genworker.streaming.trace import (
     trace_path,
 )
 from genworker.tools.middlewares.redaction import MASK
+from genworker.worker.context import compact_for_overflow
 from genworker.worker.context.models import ContextSegment, ContextWindowConfig, ManagedContext, SegmentName
-from genworker.worker.run_trace import context_report
+from genworker.worker.routing import RouteAccepted, RouteDone, RouterEvent
+from genworker.worker.run_trace import context_report, traced
 
 pytestmark = pytest.mark.anyio
 
@@ -141,6 +144,16 @@ def test_the_context_report_names_each_segment_with_its_tokens_and_quota() -> No
     assert report["compaction"] == [] and report["summarised"] is False
 
 
+def test_the_context_report_keeps_the_compaction_of_an_overflow_retry() -> None:
+    ctx = context()
+    turns = tuple({"role": ("user", "assistant")[i % 2], "content": "word " * 300} for i in range(40))
+    smaller = compact_for_overflow(ManagedContext(ctx.segments, turns, ctx.config))
+    report = context_report(smaller)
+    [step] = report["compaction"]
+    assert step["step"] == "overflow_recovery" and step["tokens_after"] == smaller.total_tokens < step["tokens_before"]
+    assert report["segments"][2]["items"] == len(smaller.history) < len(turns)
+
+
 async def test_the_trace_is_written_once_atomically_and_read_back(tmp_path: Path) -> None:
     t = trace(tmp_path)
     t.context(context_report(context()), ())
@@ -183,3 +196,36 @@ async def test_a_trace_that_cannot_be_written_is_logged_not_raised(
     t = trace(tmp_path)
     await t.close()
     assert "not written" in caplog.text
+
+
+async def test_the_router_s_emit_records_each_event_and_writes_the_trace_before_route_done(tmp_path: Path) -> None:
+    t = trace(tmp_path)
+    seen: list[tuple[str, bool]] = []
+
+    async def downstream(event: RouterEvent) -> None:
+        seen.append((type(event).__name__, t.path.is_file()))
+
+    emit = traced(downstream, t)
+    await emit(RouteAccepted("thread_1", "run_1", "task_1"))
+    await emit(RunStarted("run_1", "react", "chat"))
+    await emit(RouteDone(None, None))  # type: ignore[arg-type]  # only its kind matters here
+    assert seen == [("RouteAccepted", False), ("RunStarted", False), ("RouteDone", True)]
+    read = read_run_trace(tmp_path, "acme", "alice", "run_1")
+    assert read is not None and [e.type for e in read.events] == ["RUN_STARTED"]  # RouteAccepted is not AG-UI
+    assert traced(downstream, None) is downstream  # no traces: the emit is the router's own
+
+
+def test_the_run_view_says_why_a_context_or_timeline_is_missing(tmp_path: Path) -> None:
+    old = trace_view(None)
+    assert old["context"]["recorded"] is False and "kept no trace" in old["context"]["reason"]
+    assert old["timeline"] == {"recorded": False, "reason": old["context"]["reason"], "events": [], "dropped": 0}
+    unreadable = trace_view(None, "the run's trace could not be read: schema_version 99")
+    assert "schema_version 99" in unreadable["timeline"]["reason"]
+    t = trace(tmp_path)
+    t.record(RunFinished("run_1", "approval_required", ""))  # gated: no engine, so no context
+    gated = trace_view(t.snapshot())
+    assert gated["context"]["recorded"] is False and "no context was assembled" in gated["context"]["reason"]
+    assert gated["timeline"]["recorded"] is True and gated["timeline"]["events"][0]["type"] == "RUN_FINISHED"
+    t.context(context_report(context()), ())
+    shown = trace_view(t.snapshot())
+    assert shown["context"]["recorded"] is True and shown["context"]["segments"][0]["name"] == "system_identity"

@@ -118,7 +118,7 @@ def trace_view(trace: RunTraceFile | None, problem: str | None = None) -> dict[s
         "dropped": trace.dropped,
     }
     if trace.context is None:
-        why = "the run ended before its engine started (it was gated, refused or a duplicate): no context was assembled"
+        why = "no context was assembled: the run ended before an engine started (gated, refused, duplicate, relayed)"
         return {"context": {"recorded": False, "reason": why, "segments": []}, "timeline": timeline}
     return {"context": {"recorded": True, **trace.context.model_dump()}, "timeline": timeline}
 
