@@ -7,6 +7,7 @@ read back from the decision log over the API."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -87,17 +88,27 @@ class History:
         return dict(self.get("/learning/decisions?kind=gate&limit=1")["decisions"][0])
 
 
-@pytest.fixture
-def history(tmp_path: Path, small_workspace: Callable[..., Path]) -> Iterator[History]:
+@contextmanager
+def started(
+    tmp_path: Path, small_workspace: Callable[..., Path], env: dict[str, str], clock: Clock | None = None
+) -> Iterator[History]:
+    """A runtime over acme/alice with the triage duty; the learner's clock is `clock` when given."""
     workspace = small_workspace({"acme": ["alice"]}, {"tenants/acme/workers/alice/duties/triage.md": DUTY})
     (tmp_path / "configs").mkdir()
-    settings = load_settings(tmp_path / "configs", {"GENWORKER_HOT_RELOAD": "false"}, workspace=workspace)
+    settings = load_settings(tmp_path / "configs", env, workspace=workspace)
     headers = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
-    clock = Clock()
     with TestClient(create_app(settings)) as client:
         runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
-        runtime.services.learning.learner.clock = clock
-        yield History(client, runtime, clock, headers)
+        if clock is not None:
+            runtime.services.learning.learner.clock = clock
+        yield History(client, runtime, clock or Clock(), headers)
+
+
+@pytest.fixture
+def history(tmp_path: Path, small_workspace: Callable[..., Path]) -> Iterator[History]:
+    with started(tmp_path, small_workspace, {"GENWORKER_HOT_RELOAD": "false"}, Clock()) as h:
+        h.runtime.services.learning.learner.budget_of = None  # the budget's auto-tune: the last test's
+        yield h
 
 
 def test_thirty_days_of_feedback_shadow_apply_rollback_and_freeze(history: History) -> None:
@@ -219,13 +230,9 @@ def test_decisions_made_by_people_are_feedback(
 ) -> None:
     """A gated duty task approved or rejected over the API is approve / reject feedback on its
     decision; an action of a run that ran without asking, undone in its undo window, is a reject."""
-    workspace = small_workspace({"acme": ["alice"]}, {"tenants/acme/workers/alice/duties/triage.md": DUTY})
-    (tmp_path / "configs").mkdir()
-    settings = load_settings(tmp_path / "configs", scripted_env(model_server), workspace=workspace)
-    headers = {"Authorization": f"Bearer {ApiKeyStore(workspace).create('acme')[1]}"}
     model_server.expect(Reply("labelled"))
-    with TestClient(create_app(settings)) as client:
-        runtime: Runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    with started(tmp_path, small_workspace, scripted_env(model_server)) as h:
+        client, runtime, headers = h.client, h.runtime, h.headers
 
         def route(action: str, effect: str, **evidence: Any) -> RouteDone:
             payload = {"requested_actions": [action], "requested_effects": [effect], **evidence}
@@ -266,3 +273,64 @@ def test_decisions_made_by_people_are_feedback(
             ("reject", "undo", ["label_issue"], "brief"),
         ]
         assert events[0]["plan_id"] == labelled.record.run_id and events[0]["by"] == "dana"
+
+
+def test_priority_and_interruption_budget_are_learned_in_shadow_then_applied_over_the_api(
+    tmp_path: Path, small_workspace: Callable[..., Path], model_server: ScriptedModelServer
+) -> None:
+    """edit_priority feedback on a run raises the priority of items alike and, as engagement, the
+    interruption budget: both in shadow first (logged as "would have"), then applied and rolled back."""
+    model_server.expect(Reply("labelled"))
+    with started(tmp_path, small_workspace, scripted_env(model_server), Clock()) as h:
+        client, runtime, clock = h.client, h.runtime, h.clock
+        evidence = evidence_from({"requested_actions": ["label_issue"]})
+        req = RouteRequest("acme", "alice", "label issue 42", "duty", duty_id="triage", trigger_id="new",
+                           conversational=False, evidence=evidence)  # fmt: skip
+
+        async def route() -> RouteDone:
+            done = [e async for e in runtime.services.router.route_stream(req)][-1]
+            assert isinstance(done, RouteDone)
+            return done
+
+        run_id = client.portal.call(route).record.run_id  # type: ignore[union-attr]
+        body = {"feedback_type": "edit_priority", "run_id": run_id, "old_value": "P2", "new_value": "P1"}
+        made = [h.post("/feedback-events", body).json() for _ in range(5)]
+        assert made[-1]["shadow_versions"] == [1, 2]
+        assert made[-1]["feedback"]["features"] == {
+            "source": "duty", "intent": "label_issue", "entity_type": "duty:triage", "counterpart_role": "trust:2",
+        }  # fmt: skip
+        versions = h.get("/learning")["versions"]
+        changes = [(v["changes"][0]["kind"], v["changes"][0]["value"]) for v in versions]
+        assert changes == [("priority", 1), ("budget", 11)]
+
+        briefs = runtime.services.briefs
+        base = briefs.policy("acme", "alice").interruption_budget_per_day
+        assert base == 10
+
+        def notify(item_id: str) -> str:
+            item = briefs.item("done", "Labelled issue 42", item_id=item_id, ref=run_id, priority="P2")
+            client.portal.call(briefs.notify, "acme", "alice", item)  # type: ignore[union-attr]
+            return next(i.priority for i in briefs.store.pending("acme", "alice") if i.item_id == item_id)
+
+        assert notify("bi_shadow") == "P2"  # in shadow: nothing changes ...
+        logged = h.get("/learning/decisions?kind=priority")["decisions"][0]
+        assert (logged["priority"], logged["shadow"]) == ("P2", [{"version": 1, "would_have": "P1"}])  # ... but logged
+        assert briefs.limit("acme", "alice", briefs.policy("acme", "alice")) == 10
+
+        clock.day(8)  # past safe_apply_after_shadow_days: proposed, then applied by a person
+        h.get("/learning")
+        proposals = h.get("/suggestions")["suggestions"]
+        assert sorted(p["payload"]["version"] for p in proposals) == [1, 2]
+        for number in (1, 2):
+            assert h.post(f"/learning/versions/{number}/apply").status_code == 200
+        assert notify("bi_applied") == "P1"
+        assert h.get("/learning/decisions?kind=priority")["decisions"][0]["policy_version"] == 1
+        assert briefs.limit("acme", "alice", briefs.policy("acme", "alice")) == 11
+        briefs.review = None  # the semantic check would ask the model about the two pending proposals
+        brief = client.portal.call(lambda: briefs.generate("acme", "alice", deliver=False))  # type: ignore[union-attr]
+        assert brief.budget_limit == 11 and "Interruption budget: 2 / 11 (today)" in brief.text  # two notified
+        assert [i.item_id for i in brief.sections["done"]][:2] == ["bi_applied", "bi_shadow"]  # P1 first
+
+        back = h.post("/learning/rollback", {"version": 2})
+        assert back.status_code == 200 and back.json()["changes"] == "interruption budget -> 11 a day"
+        assert briefs.limit("acme", "alice", briefs.policy("acme", "alice")) == base

@@ -272,6 +272,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     stack.push_async_callback(scope.release)
     learning = build_learning(root, registry, router.tasks, suggestions, bus, scope.runs_here)
     router.governance.learned, command_backend.learning = learning.overlay, learning
+    briefs.learned = learning.briefs  # the learned interruption budget and priorities
     await learning.start()
     stack.push_async_callback(learning.stop)
     lifecycle = _lifecycle(runtime, router, goals, suggestions, inbox, bus, briefs, scope)

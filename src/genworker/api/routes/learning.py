@@ -117,12 +117,15 @@ async def learning_overview(
     return await runtime.services.learning.overview(worker.tenant_id, worker.worker_id, window_days)
 
 
-@router.get("/learning/decisions", summary="The decision log, newest first: gate decisions, feedback, policy steps")
+@router.get(
+    "/learning/decisions",
+    summary="The decision log, newest first: gate decisions, feedback, policy steps, learned priorities, interruptions",
+)
 async def decision_log(
     worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
-    kind: Annotated[Literal["gate", "feedback", "policy"] | None, Query()] = None,
+    kind: Annotated[Literal["gate", "feedback", "policy", "priority", "interruption"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)

@@ -18,7 +18,7 @@ from genworker.autonomy.briefs.models import (
 )
 from genworker.autonomy.briefs.redis_store import RedisBriefStore
 from genworker.autonomy.briefs.render import render_brief, render_item
-from genworker.autonomy.briefs.service import BriefService, ListSource, Review
+from genworker.autonomy.briefs.service import BriefService, LearnedBriefs, ListSource, Review
 from genworker.autonomy.briefs.sink import BriefSink, ChannelBriefSink
 from genworker.autonomy.briefs.store import BriefStore
 
@@ -37,6 +37,7 @@ __all__ = [
     "ChannelBriefSink",
     "DoneSource",
     "FileBriefStore",
+    "LearnedBriefs",
     "ListSource",
     "Option",
     "RedisBriefStore",

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -30,7 +30,7 @@ from genworker.autonomy.waiting import WaitingPlan, WaitingStore
 from genworker.worker.governance.policy_gate import DEFAULT_POLICY, Policy, Priority
 from genworker.workspace.snapshot import Worker
 
-__all__ = ["JOB_PREFIX", "BriefService", "BriefSink", "ListSource", "Review"]
+__all__ = ["JOB_PREFIX", "BriefService", "BriefSink", "LearnedBriefs", "ListSource", "Review"]
 
 log = logging.getLogger("genworker.briefs")
 
@@ -39,6 +39,23 @@ ListSource = Callable[[str, str], list[dict[str, Any]]]
 Review = Callable[[str, str, dict[Section, list[BriefItem]]], Awaitable[dict[Section, list[BriefItem]]]]
 """(tenant, worker, live items by section) -> the items as the brief shows them (the Conflict Arbiter's
 semantic check: two exclusive items become one conflict card)."""
+
+
+class LearnedBriefs(Protocol):
+    """What learning from feedback changes here (autonomy/learning/briefs.py): the day's interruption
+    budget and an item's priority, each decision logged with what versions in shadow would have done."""
+
+    def limit(self, tenant_id: str, worker_id: str, base: int) -> int:
+        """Blocking. The budget per day: the learned one when applied, else `base` (the policy's)."""
+        ...
+
+    def admitted(self, tenant_id: str, worker_id: str, item_id: str, taken: bool, used: int, limit: int) -> None:
+        """Blocking. An item within the budget's reach interrupted (`taken`) or not."""
+        ...
+
+    async def prioritise(self, tenant_id: str, worker_id: str, item: BriefItem) -> BriefItem:
+        """`item` with its learned priority."""
+        ...
 
 
 def _utc_now() -> datetime:
@@ -77,6 +94,7 @@ class BriefService:
         self.suggestions = suggestions
         self.done = done
         self.review: Review | None = None
+        self.learned: LearnedBriefs | None = None
         self._policy_of = policy_of or (lambda tenant_id, worker_id: DEFAULT_POLICY)
         self._clock = clock
         self._scheduler: AsyncIOScheduler | None = None
@@ -86,6 +104,11 @@ class BriefService:
 
     def policy(self, tenant_id: str, worker_id: str) -> Policy:
         return self._policy_of(tenant_id, worker_id)
+
+    def limit(self, tenant_id: str, worker_id: str, policy: Policy) -> int:
+        """Blocking: the interruption budget per day, as learned or as the policy says."""
+        base = policy.interruption_budget_per_day
+        return base if self.learned is None else self.learned.limit(tenant_id, worker_id, base)
 
     # -- items and interruptions ---------------------------------------------------------------
 
@@ -101,7 +124,7 @@ class BriefService:
     def admit(self, tenant_id: str, worker_id: str, priority: Priority, item_id: str) -> Admission:
         """Blocking: may this item interrupt now? Counts it when it may."""
         policy, now = self.policy(tenant_id, worker_id), self._clock()
-        day, limit = local_day(policy, now), policy.interruption_budget_per_day
+        day, limit = local_day(policy, now), self.limit(tenant_id, worker_id, policy)
         if priority == "P0":
             _, used = self.store.take_interruption(tenant_id, worker_id, day, limit, item_id, force=True)
             return Admission(True, "p0", used, limit)
@@ -111,10 +134,15 @@ class BriefService:
         if in_quiet_hours(policy.quiet_hours, now):
             return Admission(False, "quiet_hours", used, limit)
         taken, used = self.store.take_interruption(tenant_id, worker_id, day, limit, item_id)
+        if self.learned is not None:
+            self.learned.admitted(tenant_id, worker_id, item_id, taken, used, limit)
         return Admission(taken, "within_budget" if taken else "budget_exhausted", used, limit)
 
     async def notify(self, tenant_id: str, worker_id: str, item: BriefItem) -> Literal["interrupted", "briefed"]:
-        """Interrupt now when the budget and quiet hours allow it; otherwise keep it for the brief."""
+        """Interrupt now when the budget and quiet hours allow it; otherwise keep it for the brief.
+        Its priority is first the learned one for items alike."""
+        if self.learned is not None:
+            item = await self.learned.prioritise(tenant_id, worker_id, item)
         admission = await asyncio.to_thread(self.admit, tenant_id, worker_id, item.priority, item.item_id)
         if admission.interrupt and self.sink is not None:
             try:
@@ -146,6 +174,7 @@ class BriefService:
     def _generate(self, tenant_id: str, worker_id: str, live: Mapping[Section, list[BriefItem]]) -> Brief:
         policy, now = self.policy(tenant_id, worker_id), self._clock()
         previous = self.store.list(tenant_id, worker_id, limit=1)
+        limit = self.limit(tenant_id, worker_id, policy)
 
         def build(recorded: list[BriefItem]) -> Brief:
             sections: dict[Section, list[BriefItem]] = {s: [] for s in SECTIONS}
@@ -154,7 +183,9 @@ class BriefService:
             for items in live.values():  # a live source may file an item elsewhere (e.g. a held call's problem)
                 for item in items:
                     sections[item.section].append(item)
-            sections["feedback"].append(self._feedback(tenant_id, worker_id, policy, now))
+            for items in sections.values():  # the most urgent first (a learned priority moves items alike)
+                items.sort(key=lambda i: i.priority)
+            sections["feedback"].append(self._feedback(tenant_id, worker_id, policy, now, limit))
             brief = Brief(
                 brief_id=f"brief_{now.astimezone(UTC):%Y%m%dT%H%M%S}Z_{uuid.uuid4().hex[:4]}",
                 tenant_id=tenant_id,
@@ -164,7 +195,7 @@ class BriefService:
                 period_end=now,
                 timezone=policy.quiet_hours.timezone,
                 budget_used=self.store.budget(tenant_id, worker_id, local_day(policy, now)).used,
-                budget_limit=policy.interruption_budget_per_day,
+                budget_limit=limit,
                 sections={s: tuple(items) for s, items in sections.items()},
                 text="",
             )
@@ -172,12 +203,9 @@ class BriefService:
 
         return self.store.generate(tenant_id, worker_id, build)
 
-    def _feedback(self, tenant_id: str, worker_id: str, policy: Policy, now: datetime) -> BriefItem:
+    def _feedback(self, tenant_id: str, worker_id: str, policy: Policy, now: datetime, limit: int) -> BriefItem:
         used = self.store.budget(tenant_id, worker_id, local_day(policy, now)).used
-        title = (
-            f"Interruptions today: {used} of {policy.interruption_budget_per_day}. "
-            "Tell me how this felt; I use it to tune when I interrupt."
-        )
+        title = f"Interruptions today: {used} of {limit}. Tell me how this felt; I use it to tune when I interrupt."
         return self.item("feedback", title, item_id=f"fb_{now:%Y%m%d%H%M%S}", options=FEEDBACK_OPTIONS)
 
     async def _live_items(self, tenant_id: str, worker_id: str) -> dict[Section, list[BriefItem]]:

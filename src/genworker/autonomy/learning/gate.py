@@ -98,7 +98,7 @@ class LearnedGateOverlay:
         if state is None or not state.active:
             return decision
         policy = resolve_policy(inp.tenant.policy, inp.worker.persona.policy)
-        return learned_decision(state.rules(), state.live_version, policy, actions_of(facts), table, decision)
+        return learned_decision(state.rules(), state.decides("gate"), policy, actions_of(facts), table, decision)
 
     def record(
         self, inp: GovernanceInput, facts: Facts, table: GovernanceDecision, decision: GovernanceDecision, ref: str
@@ -110,13 +110,13 @@ class LearnedGateOverlay:
         policy = resolve_policy(inp.tenant.policy, inp.worker.persona.policy)
         actions = actions_of(facts)
         shadow = []
-        for version in state.shadows:
+        for version in (v for v in state.shadows if v.kind == "gate"):
             would = learned_decision(state.rules(version), version.version, policy, actions, table, decision)
             shadow.append({"version": version.version, "would_have": would.gate_result})
         learned = any(s.startswith("learned:policy/") for s in decision.policy_sources)
         self.learner.log(
             t, w, "gate", decision_id=ref, actions=list(actions), source_type=inp.source_type, duty_id=inp.duty_id,
-            gate_result=decision.gate_result, policy_version=state.live_version, learned=learned, shadow=shadow,
+            gate_result=decision.gate_result, policy_version=state.decides("gate"), learned=learned, shadow=shadow,
             reasons=[r.code for r in decision.gate_reasons],
         )  # fmt: skip
         if self.runs_here is None or self.runs_here(t, w):

@@ -7,7 +7,8 @@ Adaptations (each a new version in `shadow`, never active at once):
   times becomes `confirm`;
 - an action that asked (gate `confirm`) and was approved `promote_confirm_to_auto_threshold` times
   (and at least `min_samples_for_adaptation`) may become `auto` — never an irreversible action or one
-  that always needs a confirmation (`never_override_irreversible_rules`).
+  that always needs a confirmation (`never_override_irreversible_rules`);
+- the priority of items alike and the interruption budget (preferences.py).
 
 Only feedback since the action's last policy change, and younger than `decay_half_life_days`, counts.
 After `safe_apply_after_shadow_days` a shadow version is proposed as a suggestion, with what it would
@@ -36,6 +37,7 @@ from genworker.autonomy.learning.models import (
     PolicyChange,
     PolicyVersion,
 )
+from genworker.autonomy.learning.preferences import budget_change, counted_since, priority_changes
 from genworker.autonomy.learning.store import LearningStore
 from genworker.workspace.models.steward import LearningConfig
 
@@ -60,6 +62,9 @@ class Proposals(Protocol):
     def status(self, tenant_id: str, worker_id: str, suggestion_id: str) -> str | None: ...
 
 
+_LIVE = {"gate": "gate_result", "priority": "priority", "interruption": "result"}  # the live decision's field
+
+
 def new_feedback_id() -> str:
     return f"fb_{uuid.uuid4().hex[:16]}"
 
@@ -76,12 +81,14 @@ class Learner:
         protected: Callable[[str, str, str], bool],
         *,
         proposals: Proposals | None = None,
+        budget_of: Callable[[str, str], int] | None = None,
         clock: Callable[[], datetime] = _utc_now,
     ) -> None:
         self.store = store
         self.config_of = config_of
         self.protected = protected  # (tenant, worker, action) -> irreversible or always-confirm by policy
         self.proposals = proposals
+        self.budget_of = budget_of  # (tenant, worker) -> the policy's interruption budget; None: not tuned
         self.clock = clock
 
     # -- feedback ------------------------------------------------------------------------------
@@ -119,6 +126,15 @@ class Learner:
                 if version is not None:
                     created.append(version)
                     state = state.with_version(version)
+            proposed = priority_changes(cfg, state, events, now)
+            if self.budget_of is not None:
+                budget_of = self.budget_of
+                tuned = budget_change(cfg, state, events, now, lambda: budget_of(tenant_id, worker_id))
+                proposed += [tuned] if tuned is not None else []
+            for change, evidence in proposed:
+                version = _new_version(cfg, state, change, evidence, now)
+                created.append(version)
+                state = state.with_version(version)
             return state
 
         self.store.update(tenant_id, worker_id, learn)
@@ -160,10 +176,7 @@ class Learner:
     ) -> PolicyVersion | None:
         if any(v.touches(action) for v in state.shadows):
             return None  # one change at a time per action
-        since = now - timedelta(days=cfg.decay_half_life_days)
-        for version in state.versions:
-            if version.touches(action):
-                since = max(since, version.ended_at or version.applied_at or version.created_at)
+        since = counted_since(cfg, state, action, "gate", now)
         counted = [e for e in events if action in e.actions and e.created_at > since]
         loop, current = cfg.feedback_loop, state.rules().get(action)
         rejected = [e for e in counted if e.feedback_type == "reject" and e.gate_result in ("auto", "brief")]
@@ -182,9 +195,7 @@ class Learner:
             evidence = approved
         if change is None:
             return None
-        number = max((v.version for v in state.versions), default=0) + 1
-        shadow_until = now + timedelta(days=cfg.safe_apply_after_shadow_days)
-        return PolicyVersion(number, (change,), "shadow", now, shadow_until, tuple(e.feedback_id for e in evidence))
+        return _new_version(cfg, state, change, evidence, now)
 
     # -- the shadow period ends: proposed to a person ------------------------------------------
 
@@ -212,10 +223,11 @@ class Learner:
     def shadow_summary(self, tenant_id: str, worker_id: str, version: PolicyVersion) -> str:
         seen = differ = 0
         for entry in self.store.decisions(tenant_id, worker_id):
-            for shadow in entry.get("shadow", ()) if entry.get("kind") == "gate" else ():
+            live = _LIVE.get(str(entry.get("kind")), "")
+            for shadow in entry.get("shadow", ()) if live else ():
                 if shadow.get("version") == version.version:
                     seen += 1
-                    differ += shadow.get("would_have") != entry.get("gate_result")
+                    differ += shadow.get("would_have") != entry.get(live)
         days = (version.shadow_until - version.created_at).total_seconds() / 86400
         return f"in shadow {days:g} days: {differ} of {seen} decisions would have been different ({version.describe()})"
 
@@ -295,6 +307,15 @@ class Learner:
         self.store.log(tenant_id, worker_id, entry)
         if kind == "policy":
             log.info("[Learning] %s/%s %s", tenant_id, worker_id, entry)
+
+
+def _new_version(
+    cfg: LearningConfig, state: LearningState, change: PolicyChange, evidence: list[FeedbackEvent], now: datetime
+) -> PolicyVersion:
+    """The next version, in shadow for `safe_apply_after_shadow_days`."""
+    number = max((v.version for v in state.versions), default=0) + 1
+    shadow_until = now + timedelta(days=cfg.safe_apply_after_shadow_days)
+    return PolicyVersion(number, (change,), "shadow", now, shadow_until, tuple(e.feedback_id for e in evidence))
 
 
 def _with(version: PolicyVersion, state: LearningState) -> LearningState:

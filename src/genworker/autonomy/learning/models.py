@@ -2,7 +2,9 @@
 policy as versions of small changes (`PolicyVersion`), and the worker's learning state.
 
 A learned policy is the Steward gate plus the changes of every *applied* version, oldest first: a
-change says an action needs a person's confirmation (`confirm`) or may run without one (`auto`).
+`gate` change says an action needs a person's confirmation (`confirm`) or may run without one
+(`auto`); a `priority` change moves the priority of items alike (one `similarity_key`) up or down a
+level; a `budget` change sets the worker's interruption budget per day.
 A version starts in `shadow` (its decisions are only logged as "would have ..."), becomes `active`
 once a person applies it after the shadow period, and `rolled_back` in one command. Files carry
 `schema_version`; unknown versions are rejected.
@@ -10,13 +12,15 @@ once a person applies it after the shadow period, and `rolled_back` in one comma
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
 __all__ = [
+    "BUDGET",
     "NEGATIVE",
     "SCHEMA_VERSION",
+    "ChangeKind",
     "FeedbackEvent",
     "FeedbackSource",
     "FeedbackType",
@@ -35,6 +39,8 @@ FeedbackSource = Literal["api", "im", "dashboard", "confirmation", "undo"]
 NEGATIVE: Final = frozenset({"reject"})
 LearnedGate = Literal["confirm", "auto"]
 VersionStatus = Literal["shadow", "active", "rolled_back", "discarded"]
+ChangeKind = Literal["gate", "priority", "budget"]
+BUDGET: Final = "interruption_budget_per_day"  # the subject of a budget change
 
 
 class LearningFileError(ValueError):
@@ -60,7 +66,11 @@ class FeedbackEvent:
     by: str = ""
     source: FeedbackSource = "api"
     irreversible: bool = False  # the decision's action is irreversible or always needs a person
+    features: dict[str, str] = field(default_factory=dict)  # what makes items alike: source, intent ...
     schema_version: int = SCHEMA_VERSION
+
+    def similarity_key(self, names: tuple[str, ...]) -> str:
+        return similarity_key(self.features, names)
 
     def as_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -75,16 +85,33 @@ class FeedbackEvent:
             values = dict(data)
             values["created_at"] = datetime.fromisoformat(values["created_at"])
             values["actions"] = tuple(values.get("actions", ()))
+            values["features"] = dict(values.get("features") or {})
             return cls(**values)
         except (KeyError, TypeError, ValueError) as exc:
             raise LearningFileError(f"{where}: {type(exc).__name__}: {exc}") from None
 
 
+def similarity_key(features: dict[str, str], names: tuple[str, ...]) -> str:
+    """`source=duty|intent=label_issue|...`: the features `names` picks, in that order."""
+    return "|".join(f"{name}={features.get(name) or '-'}" for name in names)
+
+
 @dataclass(frozen=True, slots=True)
 class PolicyChange:
-    action: str
-    gate: LearnedGate
+    action: str  # gate: the action; priority: the similarity key; budget: BUDGET
+    gate: LearnedGate | None = None
     reason: str = ""
+    kind: ChangeKind = "gate"
+    value: int | None = None  # priority: levels up (+) or down (-); budget: interruptions a day
+
+    def describe(self) -> str:
+        match self.kind:
+            case "gate":
+                return f"{self.action} -> {self.gate}"
+            case "priority":
+                return f"priority of [{self.action}] {self.value or 0:+d} level(s)"
+            case "budget":
+                return f"interruption budget -> {self.value} a day"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +128,15 @@ class PolicyVersion:
     ended_at: datetime | None = None  # rolled back or discarded
     ended_by: str | None = None
 
-    def touches(self, action: str) -> bool:
-        return any(c.action == action for c in self.changes)
+    def touches(self, subject: str, kind: ChangeKind = "gate") -> bool:
+        return any(c.action == subject and c.kind == kind for c in self.changes)
+
+    @property
+    def kind(self) -> ChangeKind:
+        return self.changes[0].kind if self.changes else "gate"
 
     def describe(self) -> str:
-        return ", ".join(f"{c.action} -> {c.gate}" for c in self.changes)
+        return ", ".join(c.describe() for c in self.changes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +168,28 @@ class LearningState:
         active = self.active
         return active[-1].version if active else 0
 
+    def _changes(self, kind: ChangeKind, extra: PolicyVersion | None) -> list[PolicyChange]:
+        """The changes of `kind` of the active versions (oldest first), then `extra`'s."""
+        versions = (*self.active, *((extra,) if extra is not None else ()))
+        return [c for v in versions for c in v.changes if c.kind == kind]
+
     def rules(self, extra: PolicyVersion | None = None) -> dict[str, LearnedGate]:
         """action -> learned gate, from the active versions (oldest first), then `extra`."""
-        found: dict[str, LearnedGate] = {}
-        for version in (*self.active, *((extra,) if extra is not None else ())):
-            for change in version.changes:
-                found[change.action] = change.gate
-        return found
+        return {c.action: c.gate for c in self._changes("gate", extra) if c.gate is not None}
+
+    def priorities(self, extra: PolicyVersion | None = None) -> dict[str, int]:
+        """similarity key -> levels up (+) or down (-)."""
+        return {c.action: c.value or 0 for c in self._changes("priority", extra)}
+
+    def budget(self, extra: PolicyVersion | None = None) -> int | None:
+        """The learned interruption budget per day (None: the policy's)."""
+        found = [c.value for c in self._changes("budget", extra) if c.value is not None]
+        return found[-1] if found else None
+
+    def decides(self, kind: ChangeKind) -> int:
+        """The version that decides for `kind`: the newest active one with such a change (0: none)."""
+        found = [v.version for v in self.active if v.kind == kind]
+        return found[-1] if found else 0
 
     def version(self, number: int) -> PolicyVersion | None:
         return next((v for v in self.versions if v.version == number), None)

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from genworker.autonomy.learning.briefs import LearnedBriefOverlay
 from genworker.autonomy.learning.gate import LearnedGateOverlay
 from genworker.autonomy.learning.learner import Learner, new_feedback_id
 from genworker.autonomy.learning.models import FeedbackEvent, FeedbackSource, FeedbackType, PolicyVersion
@@ -29,8 +30,8 @@ from genworker.autonomy.suggestions import Suggestion, SuggestionAggregate, Sugg
 from genworker.bus import Event, EventBus, Subscription
 from genworker.worker.confirmations.models import CONFIRMATION_DECIDED
 from genworker.worker.governance.errors import SnapshotError
-from genworker.worker.governance.policy_gate import resolve_policy
-from genworker.worker.governance.snapshots import SnapshotStore
+from genworker.worker.governance.policy_gate import DEFAULT_POLICY, resolve_policy
+from genworker.worker.governance.snapshots import PolicyInputs, SnapshotStore
 from genworker.worker.lifecycle import TaskLifecycle, TaskLifecycleError
 from genworker.worker.task import RunRef, RunState
 from genworker.workspace.models.steward import LearningConfig
@@ -88,7 +89,15 @@ def build_learning(
         policy = resolve_policy(state.tenant.policy, worker.persona.policy)
         return action in policy.irreversible_actions or action in policy.always_require_confirmation
 
-    learner = Learner(LearningStore(root), config_of, protected, proposals=SuggestedVersions(suggestions))
+    def budget_of(tenant_id: str, worker_id: str) -> int:
+        state, worker = registry.tenant(tenant_id), registry.worker(tenant_id, worker_id)
+        if state is None or worker is None:
+            return DEFAULT_POLICY.interruption_budget_per_day
+        return resolve_policy(state.tenant.policy, worker.persona.policy).interruption_budget_per_day
+
+    learner = Learner(
+        LearningStore(root), config_of, protected, proposals=SuggestedVersions(suggestions), budget_of=budget_of
+    )
     service = LearningService(learner, tasks, SnapshotStore(root), bus, runs_here)
     suggestions.appliers["policy"] = service.apply_suggestion
     return service
@@ -109,6 +118,7 @@ class LearningService:
         self.bus = bus
         self.runs_here = runs_here
         self.overlay = LearnedGateOverlay(learner, runs_here)
+        self.briefs = LearnedBriefOverlay(learner, self.features_of_run)
         self._subscriptions: list[Subscription] = []
 
     @property
@@ -179,9 +189,23 @@ class LearningService:
             by=by,
             source=source,
             irreversible=decision.reversibility == "irreversible" or bool(codes & _IRREVERSIBLE_REASONS),
+            features=features_of(inputs),
         )
         created = await asyncio.to_thread(self.learner.record, event)
         return event, created
+
+    async def features_of_run(self, tenant_id: str, worker_id: str, run_id: str) -> dict[str, str] | None:
+        """The similarity features of the decision that started `run_id` (None: no such run, or none
+        recorded)."""
+        try:
+            run = await self.tasks.get_run(RunRef(tenant_id, worker_id, run_id))
+            ref = run.provenance.policy_snapshot_ref
+            if ref is None:
+                return None
+            snapshot = await asyncio.to_thread(self.snapshots.load_policy, tenant_id, worker_id, ref)
+        except (LookupError, TaskLifecycleError, SnapshotError, ValueError):
+            return None
+        return features_of(snapshot.inputs)
 
     async def _confirmation_decided(self, event: Event) -> None:
         """A gated task's confirmation decided by a person: approve or reject of its decision."""
@@ -295,6 +319,19 @@ class LearningService:
             if run.provenance.policy_snapshot_ref in refs and run.state != RunState.SUPERSEDED:
                 ended.append(run.state == RunState.COMPLETED)
         return ended
+
+
+def features_of(inputs: PolicyInputs) -> dict[str, str]:
+    """What makes a decision's items alike (Steward's similarity features), from its policy inputs:
+    where it came from, what it wanted to do, what it was about (the duty or goal), and who asked (their
+    trust level)."""
+    about = f"duty:{inputs.duty_id}" if inputs.duty_id else f"goal:{inputs.goal_id}" if inputs.goal_id else "-"
+    return {
+        "source": f"sensor:{inputs.sensor_id}" if inputs.sensor_id else inputs.source_type,
+        "intent": ",".join(inputs.requested_actions) or f"{inputs.source_type}_task",
+        "entity_type": about,
+        "counterpart_role": f"trust:{inputs.trust_level}",
+    }
 
 
 def _at(entry: dict[str, Any]) -> datetime:

@@ -6,13 +6,23 @@ action silent.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from genworker.workspace.models.base import Model
 
-__all__ = ["ConflictConfig", "FeedbackLoopConfig", "LearningConfig", "Resolution"]
+__all__ = [
+    "SIMILARITY_FEATURES",
+    "BudgetAutoTuneConfig",
+    "ConflictConfig",
+    "FeedbackLoopConfig",
+    "LearningConfig",
+    "LearningRetention",
+    "PriorityPersonalizationConfig",
+    "Resolution",
+    "SimilarityFeature",
+]
 
 Resolution = Literal["merge", "serialize", "replan", "escalate"]
 
@@ -44,6 +54,35 @@ class ConflictConfig(Model):
         return value
 
 
+SimilarityFeature = Literal["source", "intent", "entity_type", "counterpart_role"]
+SIMILARITY_FEATURES: tuple[SimilarityFeature, ...] = ("source", "intent", "entity_type", "counterpart_role")
+
+
+class PriorityPersonalizationConfig(Model):
+    """edit_priority feedback on similar items (same `similarity_key`) shifts their future priority."""
+
+    enabled: bool = True
+    similarity_key: tuple[SimilarityFeature, ...] = Field(default=SIMILARITY_FEATURES, min_length=1)
+    manual_priority_boost_weight: float = Field(default=0.25, gt=0, le=1)  # levels per level a person moved one
+    max_auto_boost_level: int = Field(default=1, ge=0, le=3)  # at most this many levels up or down
+
+
+class BudgetAutoTuneConfig(Model):
+    """The interruption budget moves a step at a time with people's feedback, within floor and ceiling."""
+
+    enabled: bool = True
+    target_utilization: float = Field(default=0.75, gt=0, le=1)
+    floor: int = Field(default=6, ge=0, le=1000)
+    ceiling: int = Field(default=16, ge=1, le=1000)
+    step_per_day: int = Field(default=1, ge=1, le=100)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.floor > self.ceiling:
+            raise ValueError(f"floor {self.floor} is above ceiling {self.ceiling}")
+        return self
+
+
 class FeedbackLoopConfig(Model):
     reject_auto_to_confirm: bool = True
     reject_auto_threshold: int = Field(default=2, ge=1, le=100)
@@ -51,6 +90,18 @@ class FeedbackLoopConfig(Model):
     freeze_on_negative_feedback_spike: bool = True
     negative_spike_count: int = Field(default=5, ge=2, le=1000)  # negative feedback events ...
     negative_spike_window_hours: float = Field(default=24.0, gt=0, le=24 * 30)  # ... within this window
+    priority_personalization: PriorityPersonalizationConfig = PriorityPersonalizationConfig()
+    interruption_budget_auto_tune: BudgetAutoTuneConfig = BudgetAutoTuneConfig()
+
+
+class LearningRetention(Model):
+    """How much of the decision log and the feedback is kept (policy steps and policy.json always are).
+    The age limits never go below what learning reads: `decay_half_life_days` and the shadow period."""
+
+    decision_log_days: float = Field(default=90.0, gt=0, le=3650)
+    decision_log_max_entries: int = Field(default=50_000, ge=100, le=10_000_000)
+    feedback_days: float = Field(default=90.0, gt=0, le=3650)
+    feedback_max_events: int = Field(default=10_000, ge=100, le=10_000_000)
 
 
 class LearningConfig(Model):
@@ -61,6 +112,7 @@ class LearningConfig(Model):
     safe_apply_after_shadow_days: float = Field(default=7.0, ge=0, le=365)
     never_override_irreversible_rules: Literal[True] = True
     feedback_loop: FeedbackLoopConfig = FeedbackLoopConfig()
+    retention: LearningRetention = LearningRetention()
 
     @field_validator("never_override_irreversible_rules", mode="before")
     @classmethod
