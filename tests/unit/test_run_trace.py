@@ -21,6 +21,7 @@ from genworker.engine.events import (
     ToolCallStart,
 )
 from genworker.ids import InvalidIdError
+from genworker.streaming import trace as trace_module
 from genworker.streaming.trace import (
     MAX_EVENTS,
     SUMMARY_CHARS,
@@ -129,6 +130,20 @@ def test_past_the_bound_only_the_runs_end_is_kept_and_the_rest_counted(tmp_path:
     assert snap.events[-1].type == "RUN_ERROR" and snap.events[-1].summary == "engine_error: too many calls"
     t.write()
     assert t.path.stat().st_size < MAX_EVENTS * (SUMMARY_CHARS + 200)
+
+
+def test_a_run_s_engine_events_are_kept_up_to_a_bound_and_its_end_always(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(trace_module, "RAW_EVENTS_MAX", 5)
+    t = trace(tmp_path)
+    t.record(RunStarted("run_1", "react", "chat"))
+    for n in range(14):
+        t.record(ToolCallStart(f"c{n}", "file_read"))
+    t.record(RunFinished("run_1", "completed", "done"))
+    snap = t.snapshot()
+    assert [e.type for e in snap.events] == ["RUN_STARTED", *["TOOL_CALL_START"] * 4, "RUN_FINISHED"]
+    assert snap.dropped == t.raw_dropped == 10
 
 
 def test_the_context_report_names_each_segment_with_its_tokens_and_quota() -> None:

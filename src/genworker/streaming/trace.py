@@ -2,11 +2,13 @@
 tokens, compaction) and its AG-UI event timeline (each event's type, time since the run was accepted and
 a short summary), as `tenants/{t}/workers/{w}/runtime/run_traces/{run_id}.json`.
 
-Bounded: at most MAX_EVENTS timeline entries (text and argument deltas of one message or call merge
-into one entry; past the bound only the run's end is kept and the rest counted in `dropped`), each
-summary at most SUMMARY_CHARS. Redacted as the tool audit redacts: the worker's secrets and well-known
-token shapes masked, tool arguments as `redacted_arguments` keeps them. Written once, atomically, when
-the run ends (before its RouteDone), so a reader sees no trace or the whole of it.
+Recording only keeps each engine event and its time; encoding and summarising happen when the trace
+is written, in a thread. Bounded: at most RAW_EVENTS_MAX engine events kept and MAX_EVENTS timeline
+entries (text and argument deltas of one message or call merge into one entry; past either bound only
+the run's end is kept and the rest counted in `dropped`), each summary at most SUMMARY_CHARS. Redacted
+as the tool audit redacts: the worker's secrets and well-known token shapes masked, tool arguments as
+`redacted_arguments` keeps them. Written once, atomically, when the run ends (before its RouteDone), so
+a reader sees no trace or the whole of it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 from ag_ui import core as ag
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from genworker.engine.events import EngineEvent
+from genworker.engine.events import EngineEvent, RunError, RunFinished
 from genworker.fsutil import write_atomic
 from genworker.ids import safe_join, validate_id
 from genworker.streaming.agui import AguiEncoder
@@ -33,6 +35,7 @@ from genworker.tools.middlewares.redaction import redactor_for
 
 __all__ = [
     "MAX_EVENTS",
+    "RAW_EVENTS_MAX",
     "SUMMARY_CHARS",
     "TRACE_DIR",
     "TRACE_SCHEMA_VERSION",
@@ -51,6 +54,7 @@ log = logging.getLogger("genworker.streaming")
 TRACE_SCHEMA_VERSION = 1
 TRACE_DIR = ("runtime", "run_traces")
 MAX_EVENTS = 400
+RAW_EVENTS_MAX = 20_000  # engine events kept while a run goes on (text deltas included); then only its end
 SUMMARY_CHARS = 300
 _ARGS_KEPT = 16_384  # a call's argument text read for its summary
 _TERMINAL = frozenset({ag.EventType.RUN_FINISHED.value, ag.EventType.RUN_ERROR.value})
@@ -157,35 +161,15 @@ def _clip(text: str, n: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= n else f"{text[:n]}…"
 
 
-class RunTrace:
-    """One run's trace while it runs; `close()` writes it."""
+class _Timeline:
+    """The AG-UI events of a run, as the timeline keeps them: deltas merged, bounded, summarised, redacted."""
 
-    def __init__(
-        self, root: Path, tenant_id: str, worker_id: str, run_id: str, thread_id: str, *, clock: Any = time.monotonic
-    ) -> None:
-        self.path = trace_path(root, tenant_id, worker_id, run_id)
-        self.ids = (tenant_id, worker_id, run_id, thread_id)
-        self._clock = clock
-        self._started = clock()
-        self.started_at = datetime.now(UTC)
-        self._encoder = AguiEncoder(thread_id, run_id)
-        self._secrets: tuple[str, ...] = ()
-        self._context: ContextEntry | None = None
+    def __init__(self, secrets: tuple[str, ...]) -> None:
+        self._secrets = secrets
         self._entries: list[_Entry] = []
         self.dropped = 0
-        self.closed = False
 
-    def context(self, report: Mapping[str, Any], secrets: tuple[str, ...]) -> None:
-        """The context the engine runs with (`context_report`), and the secrets to redact from now on."""
-        self._context = ContextEntry.model_validate(report)
-        self._secrets = secrets
-
-    def record(self, event: EngineEvent) -> None:
-        offset = round((self._clock() - self._started) * 1000, 1)
-        for encoded in self._encoder.encode(event):
-            self._add(encoded, offset)
-
-    def _add(self, event: ag.BaseEvent, offset: float) -> None:
+    def add(self, event: ag.BaseEvent, offset: float) -> None:
         kind = event.type.value
         key = _delta_key(event)
         last = self._entries[-1] if self._entries else None
@@ -245,17 +229,56 @@ class RunTrace:
         except ValueError:
             return self._text(raw)
 
-    def _rendered(self, entry: _Entry) -> TimelineEntry:
-        summary = entry.summary
-        if entry.type == ag.EventType.TOOL_CALL_ARGS.value:
-            shown = self._arguments("".join(entry.parts))
-            summary = shown if isinstance(shown, str) else _clip(json.dumps(shown, ensure_ascii=False, default=str))
-        elif entry.type == ag.EventType.TEXT_MESSAGE_CONTENT.value:
-            summary = self._text("".join(entry.parts))
-        return TimelineEntry(type=entry.type, offset_ms=entry.offset_ms, summary=summary, count=entry.count)
+    def entries(self) -> list[TimelineEntry]:
+        shown = []
+        for entry in self._entries:
+            summary = entry.summary
+            if entry.type == ag.EventType.TOOL_CALL_ARGS.value:
+                args = self._arguments("".join(entry.parts))
+                summary = args if isinstance(args, str) else _clip(json.dumps(args, ensure_ascii=False, default=str))
+            elif entry.type == ag.EventType.TEXT_MESSAGE_CONTENT.value:
+                summary = self._text("".join(entry.parts))
+            shown.append(TimelineEntry(type=entry.type, offset_ms=entry.offset_ms, summary=summary, count=entry.count))
+        return shown
+
+
+class RunTrace:
+    """One run's trace while it runs: `record` only keeps each engine event with its time (cheap, on the
+    event loop); `close()` encodes them as AG-UI, summarises and writes the file in a thread."""
+
+    def __init__(
+        self, root: Path, tenant_id: str, worker_id: str, run_id: str, thread_id: str, *, clock: Any = time.monotonic
+    ) -> None:
+        self.path = trace_path(root, tenant_id, worker_id, run_id)
+        self.ids = (tenant_id, worker_id, run_id, thread_id)
+        self._clock = clock
+        self._started = clock()
+        self.started_at = datetime.now(UTC)
+        self._secrets: tuple[str, ...] = ()
+        self._context: ContextEntry | None = None
+        self._raw: list[tuple[float, EngineEvent]] = []
+        self.raw_dropped = 0
+        self.closed = False
+
+    def context(self, report: Mapping[str, Any], secrets: tuple[str, ...]) -> None:
+        """The context the engine runs with (`context_report`), and the secrets its summaries are redacted of."""
+        self._context = ContextEntry.model_validate(report)
+        self._secrets = secrets
+
+    def record(self, event: EngineEvent) -> None:
+        if self.closed:
+            return
+        if len(self._raw) < RAW_EVENTS_MAX or isinstance(event, RunFinished | RunError):
+            self._raw.append((round((self._clock() - self._started) * 1000, 1), event))
+        else:
+            self.raw_dropped += 1
 
     def snapshot(self) -> RunTraceFile:
         tenant_id, worker_id, run_id, thread_id = self.ids
+        encoder, timeline = AguiEncoder(thread_id, run_id), _Timeline(self._secrets)
+        for offset, event in self._raw:
+            for encoded in encoder.encode(event):
+                timeline.add(encoded, offset)
         return RunTraceFile(
             schema_version=TRACE_SCHEMA_VERSION,
             tenant_id=tenant_id,
@@ -264,8 +287,8 @@ class RunTrace:
             thread_id=thread_id,
             started_at=self.started_at,
             context=self._context,
-            events=[self._rendered(e) for e in self._entries],
-            dropped=self.dropped,
+            events=timeline.entries(),
+            dropped=timeline.dropped + self.raw_dropped,
         )
 
     def write(self) -> None:
@@ -275,7 +298,8 @@ class RunTrace:
         write_atomic(self.path, data, durable=False)
 
     async def close(self) -> None:
-        """Write the trace once; a write that fails is logged, never the run's failure."""
+        """Write the trace once (nothing is recorded after); a write that fails is logged, never the run's
+        failure."""
         if self.closed:
             return
         self.closed = True
