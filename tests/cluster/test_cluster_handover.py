@@ -222,13 +222,20 @@ def autonomy_here(process: Process) -> dict[str, Any]:
     return scope
 
 
+def sensors_here(process: Process) -> set[str]:
+    """The workers whose sensors this process polls."""
+    return set(httpx.get(process.url + "/api/v1/debug/runtime").json()["sensors"])
+
+
 def test_a_killed_process_leaves_its_worker_and_its_im_messages_to_the_others(cluster: Cluster) -> None:
     """kill -9 the process running analyst's autonomy while a duty run of its waits on the model and
     an IM answer it owes waits for Slack (down): another process takes analyst over (within one
     lease ttl of the kill, and a beat) and fires the duty's next slot; the cut run ends
-    `interrupted` and is not run again; the IM answer is sent, once, by a live process."""
+    `interrupted` and is not run again; the IM answer is sent, once, by a live process. Analyst's
+    sensor is polled by its owner only, and moves with it."""
     owner = next(p for p in cluster.processes if "demo/analyst" in autonomy_here(p)["workers_here"])
     dead = autonomy_here(owner)["instance"]
+    assert [p.index for p in cluster.processes if "demo/analyst" in sensors_here(p)] == [owner.index]
     cluster.slack.down[POST] = 503
     cluster.model.expect(When("question 900", Reply("answer 900")))
     body, headers = slack_dm(900, 0)
@@ -249,6 +256,8 @@ def test_a_killed_process_leaves_its_worker_and_its_im_messages_to_the_others(cl
     heir = until(lambda: next((p for p in survivors if "demo/analyst" in autonomy_here(p)["workers_here"]), None),
                  "a survivor to take analyst over")  # fmt: skip
     successor = autonomy_here(heir)["instance"]
+    until(lambda: "demo/analyst" in sensors_here(heir), "analyst's sensor to move with it")
+    assert [p.index for p in survivors if "demo/analyst" in sensors_here(p)] == [heir.index]
 
     def settled() -> list[tuple[str, str]] | None:
         runs = sorted(duty_runs(cluster, "kill-tick"), key=lambda r: r["provenance"]["scheduled_for"])
