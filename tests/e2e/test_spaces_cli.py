@@ -73,4 +73,9 @@ def test_spaces_cli_lists_shows_pins_and_refiles(
         code, out, _ = cli(capsys, server, key, "spaces", "list", "alice", "--json")
         cards = {c["space_id"]: c for c in json.loads(out)["spaces"]}
         assert cards["SPACE_1"]["evidence_count"] == 2 and cards["SPACE_2"]["review"] == "merged"
+        code, out, _ = cli(capsys, server, key, "spaces", "unmerge", "alice", "SPACE_2")  # and back out
+        assert (code, out) == (0, "SPACE_2: a space of its own again, out of SPACE_1\n")
+        code, out, _ = cli(capsys, server, key, "spaces", "list", "alice", "--json")
+        cards = {c["space_id"]: c for c in json.loads(out)["spaces"]}
+        assert cards["SPACE_1"]["evidence_count"] == 1 and cards["SPACE_2"]["review"] == "confirmed"
         assert cli(capsys, server, key, "spaces", "sweep", "alice")[1] == "0 spaces changed state\n"

@@ -1,4 +1,4 @@
-"""`genworker spaces list|show|confirm|refile|pin|revert|sweep WORKER ...`: a worker's context spaces
+"""`genworker spaces list|show|confirm|refile|unmerge|pin|revert|sweep WORKER ...`: a worker's context spaces
 on a running server (docs/context-spaces.md). One API call each; `--json` prints the server's answer
 as it came, otherwise a table or a short summary."""
 
@@ -27,6 +27,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     _action(actions, "confirm", "confirm a pending NEW space as a space of its own", _confirm, "space_id")
     refile = _action(actions, "refile", "file a space's facts into another space", _refile, "space_id")
     refile.add_argument("target", help="the space to file it into")
+    _action(actions, "unmerge", "take a merged or re-filed space back out of its target", _unmerge, "space_id")
     pin = _action(actions, "pin", "pin a space (--off: unpin, --auto: automatic pins again)", _pin, "space_id")
     pin.add_argument("--off", action="store_true", help="unpin it")
     pin.add_argument("--auto", action="store_true", help="hand it back to the automatic pins")
@@ -117,6 +118,14 @@ def _refile(args: argparse.Namespace, remote: Remote, base: str) -> Any:
     body = remote.post(f"{base}/{args.space_id}/refile", {"target": args.target})
     if not args.json:
         print(f"{args.space_id}: re-filed into {args.target}")
+    return body
+
+
+def _unmerge(args: argparse.Namespace, remote: Remote, base: str) -> Any:
+    body = remote.post(f"{base}/{args.space_id}/unmerge")
+    if not args.json:
+        back, target = body["spaces"]
+        print(f"{back['space_id']}: a space of its own again, out of {target['space_id']}")
     return body
 
 

@@ -1,7 +1,8 @@
 """A worker's context spaces over HTTP: list them (by state, by review), read one with its facts,
-and what a person does with them — confirm a pending NEW, re-file a space into another, pin or
-unpin one, revert a resurrection, sweep the lifecycle now. Tenant-scoped like every worker route:
-another tenant's worker is a 404. docs/context-spaces.md describes them."""
+and what a person does with them — confirm a pending NEW, re-file a space into another, take a
+merged one back out, pin or unpin one, revert a resurrection, sweep the lifecycle now.
+Tenant-scoped like every worker route: another tenant's worker is a 404. docs/context-spaces.md
+describes them."""
 
 from __future__ import annotations
 
@@ -111,15 +112,25 @@ async def space_events(worker_id: WorkerId, space_id: SpaceId, principal: Auth, 
     return {"space_id": space_id, "events": [e.model_dump(mode="json") for e in events]}
 
 
+Change = Callable[[SpaceService, str, str], Awaitable[ContextSpace | list[ContextSpace]]]
+
+
+async def _change(principal: Principal, runtime: Runtime, worker_id: str, space_id: str, op: Change) -> dict[str, Any]:
+    """`op(service, tenant, worker)` on the caller's worker: {"space": ...} or {"spaces": [...]}."""
+    tenant_id, worker, service = _scope(principal, runtime, worker_id)
+    done = await _call(worker_id, space_id, lambda: op(service, tenant_id, worker))
+    if isinstance(done, list):
+        return {"spaces": [space_json(s) for s in done]}
+    return {"space": space_json(done)}
+
+
 @router.post(
     "/api/v1/workers/{worker_id}/spaces/{space_id}/confirm",
     summary="Confirm a pending NEW space as a space of its own",
     responses=_CHANGE,
 )
 async def confirm_space(worker_id: WorkerId, space_id: SpaceId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
-    tenant_id, worker, service = _scope(principal, runtime, worker_id)
-    space = await _call(worker_id, space_id, lambda: service.confirm(tenant_id, worker, space_id))
-    return {"space": space_json(space)}
+    return await _change(principal, runtime, worker_id, space_id, lambda s, t, w: s.confirm(t, w, space_id))
 
 
 @router.post(
@@ -130,9 +141,16 @@ async def confirm_space(worker_id: WorkerId, space_id: SpaceId, principal: Auth,
 async def refile_space(
     worker_id: WorkerId, space_id: SpaceId, body: RefileBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
-    tenant_id, worker, service = _scope(principal, runtime, worker_id)
-    spaces = await _call(worker_id, space_id, lambda: service.refile(tenant_id, worker, space_id, body.target))
-    return {"spaces": [space_json(s) for s in spaces]}
+    return await _change(principal, runtime, worker_id, space_id, lambda s, t, w: s.refile(t, w, space_id, body.target))
+
+
+@router.post(
+    "/api/v1/workers/{worker_id}/spaces/{space_id}/unmerge",
+    summary="Take a merged or re-filed space back out of the space it went into",
+    responses=_CHANGE,
+)
+async def unmerge_space(worker_id: WorkerId, space_id: SpaceId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    return await _change(principal, runtime, worker_id, space_id, lambda s, t, w: s.unmerge(t, w, space_id))
 
 
 @router.post(
@@ -143,9 +161,7 @@ async def refile_space(
 async def pin_space(
     worker_id: WorkerId, space_id: SpaceId, body: PinBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
-    tenant_id, worker, service = _scope(principal, runtime, worker_id)
-    space = await _call(worker_id, space_id, lambda: service.pin(tenant_id, worker, space_id, body.pinned))
-    return {"space": space_json(space)}
+    return await _change(principal, runtime, worker_id, space_id, lambda s, t, w: s.pin(t, w, space_id, body.pinned))
 
 
 @router.post(
@@ -156,9 +172,9 @@ async def pin_space(
 async def revert_space(
     worker_id: WorkerId, space_id: SpaceId, body: RevertBody, principal: Auth, runtime: RuntimeDep
 ) -> dict[str, Any]:
-    tenant_id, worker, service = _scope(principal, runtime, worker_id)
-    spaces = await _call(worker_id, space_id, lambda: service.revert(tenant_id, worker, space_id, body.event_id))
-    return {"spaces": [space_json(s) for s in spaces]}
+    return await _change(
+        principal, runtime, worker_id, space_id, lambda s, t, w: s.revert(t, w, space_id, body.event_id)
+    )
 
 
 @router.post(

@@ -18,7 +18,9 @@ lifecycle.archive_after_days              30       parked -> archived
 lifecycle.auto_pin_if_open_commitment     true     an open commitment (or a due date) pins a space
 lifecycle.auto_pin_if_waiting_dependency  true     a WAITING dependency pins a space
 lifecycle.resurrection_enabled            true     an old space can come back
-lifecycle.resurrection_similarity_thr...  0.78     the similarity that brings an old space back
+lifecycle.resurrection_similarity_thr...  0.78     the similarity that brings an old space back, or
+                                                   merges a young duplicate into an older space
+lifecycle.merge_duplicates                true     a young space that turns out a duplicate is merged
 tasks.evidence_threshold                  0.80     a space's evidence score that yields a task
 ========================================  =======  ==========================================
 """
@@ -53,6 +55,7 @@ class SpaceSettings:
     auto_pin_if_waiting_dependency: bool = True
     resurrection_enabled: bool = True
     resurrection_similarity_threshold: float = 0.78
+    merge_duplicates: bool = True
     evidence_threshold: float = 0.80
 
     @property

@@ -41,9 +41,11 @@ PinReason = Literal["deadline", "open_commitment", "waiting_dependency", "manual
 # confirmed: a person or a confident route made it; pending: a low-confidence NEW a person has to
 # confirm or re-file; merged: re-filed into `merged_into` (kept, never deleted)
 Review = Literal["confirmed", "pending", "merged"]
+# merged: automatically, as a duplicate of `other_space`; merge_reverted: a re-filing or merge undone
 ChangeKind = Literal[
-    "created", "resurrected", "resurrection_reverted", "confirmed", "refiled", "absorbed", "pinned", "unpinned"
-]
+    "created", "resurrected", "resurrection_reverted", "confirmed", "refiled", "absorbed", "pinned", "unpinned",
+    "merged", "merge_reverted",
+]  # fmt: skip
 
 
 class SpaceState(StrEnum):

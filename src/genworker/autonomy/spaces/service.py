@@ -33,13 +33,14 @@ from genworker.autonomy.inbox import InboxItem
 from genworker.autonomy.spaces import review as reviews
 from genworker.autonomy.spaces.chooser import ChooserUnavailable
 from genworker.autonomy.spaces.config import SpaceSettings
-from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound
+from genworker.autonomy.spaces.errors import SpaceFileError, SpaceNotFound, SpaceTransitionError
 from genworker.autonomy.spaces.evidence import evidence_score, fresh_evidence, make_candidate, task_text
 from genworker.autonomy.spaces.facts import event_from_item
 from genworker.autonomy.spaces.file_event_log import FileEventLog
 from genworker.autonomy.spaces.file_store import FileSpaceStore
 from genworker.autonomy.spaces.index import SpaceIndex
 from genworker.autonomy.spaces.lifecycle import DEADLINE_GRACE, join, new_space, resurrect, settle
+from genworker.autonomy.spaces.merging import duplicates_of
 from genworker.autonomy.spaces.models import ContextEvent, ContextSpace, Review, SpaceState, TaskCandidate
 from genworker.autonomy.spaces.router import Anchored, Chosen, ContextSpaceRouter, CreateNew, Resurrect, Routing
 from genworker.autonomy.spaces.store import EventLog, SpaceStore
@@ -207,11 +208,22 @@ class SpaceService:
         return Gathered(space_id, f"already gathered into {space_id}")
 
     def _apply(self, routing: Routing, event: ContextEvent, s: SpaceSettings, now: datetime) -> ContextSpace:
+        """The fact in its space (saved), then that space merged into an older one it duplicates;
+        the space the fact is in at the end."""
         t, w = event.tenant_id, event.worker_id
         with self.store.locked(t, w):
             space = self._routed(routing, event, s, now)
             self.store.save(space)
             self._put(t, w, [space])
+            for target_id, score in duplicates_of(self.index(t, w), space, s, now):
+                target = self.store.load(t, w, target_id)
+                if target.review != "confirmed":
+                    continue
+                merged, space = reviews.refile(space, target, now, s, similarity=score)
+                for changed in (merged, space):
+                    self.store.save(changed)
+                self._put(t, w, [merged, space])
+                break
         return space
 
     def _routed(self, routing: Routing, event: ContextEvent, s: SpaceSettings, now: datetime) -> ContextSpace:
@@ -325,6 +337,18 @@ class SpaceService:
             return [reviews.pin(self.store.load(tenant_id, worker_id, space_id), on, now, s)]
 
         return (await self._review(tenant_id, worker_id, space_id, change))[0]
+
+    async def unmerge(self, tenant_id: str, worker_id: str, space_id: str) -> list[ContextSpace]:
+        """[the space taken back out, confirmed again; the space it had been merged or re-filed into]."""
+
+        def change(now: datetime, s: SpaceSettings) -> list[ContextSpace]:
+            source = self.store.load(tenant_id, worker_id, space_id)
+            if source.merged_into is None:
+                raise SpaceTransitionError(f"{space_id} is not merged into another space")
+            target = self.store.load(tenant_id, worker_id, source.merged_into)
+            return list(reviews.unmerge(source, target, self.log, now, s))
+
+        return await self._review(tenant_id, worker_id, space_id, change)
 
     async def revert(self, tenant_id: str, worker_id: str, space_id: str, event_id: str) -> list[ContextSpace]:
         """[the space as it was before the resurrection; the fact's new space]."""

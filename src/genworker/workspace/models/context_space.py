@@ -65,6 +65,7 @@ class LifecycleOverrides(Model):
     auto_pin_if_waiting_dependency: bool | None = None
     resurrection_enabled: bool | None = None
     resurrection_similarity_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    merge_duplicates: bool | None = None  # genworker's: the seed's anti-fragmentation rule after creation
 
     @field_validator("states")
     @classmethod
