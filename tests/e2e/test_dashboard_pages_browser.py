@@ -29,7 +29,9 @@ from tests.e2e.test_dashboard_console_browser import OVERFLOW, PHONE, doc_shot, 
 
 from genworker.auth import ApiKeyStore
 from genworker.autonomy.briefs.file_store import FileBriefStore
+from genworker.autonomy.conflicts import ConflictCase, ConflictStore
 from genworker.autonomy.inbox import FileInboxStore, new_item
+from genworker.autonomy.learning import LearningState, LearningStore, PolicyChange, PolicyVersion
 from genworker.memory.episodes import EpisodeStore, tenant_memory_dir, worker_memory_dir
 from genworker.memory.models import Episode, Provenance, Scope, ScopeKind, new_episode_id
 from genworker.memory.preferences import StatementStore
@@ -39,6 +41,7 @@ MEMORIES = (
     ("duty:inbox-triage", "Invoices from Acme", "Invoices from Acme go to the finance folder, never to Dana."),
     ("conversation:th-1", "Board meeting", "Dana asked for the board pack two days before the meeting."),
 )
+ROUTES = ("autonomy", "timeline", "memory")  # GET /api/v1/workers/{w}/dashboard/{route}
 DUE_SOON = (datetime.now(UTC) + timedelta(days=3)).date()
 GOAL = (
     "---\ngoal_id: board-pack\ntitle: Board pack ready\nstatus: active\npriority: high\n"
@@ -73,6 +76,38 @@ def _remember(workspace: Path) -> None:
     )
 
 
+def _learned(workspace: Path) -> None:
+    """Iris's learned policy and decision log, and a conflict case, written through the real stores:
+    version 1 applied, version 2 out of its shadow period (ready to apply), version 3 rolled back."""
+    now = datetime.now(UTC)
+    week = timedelta(days=7)
+    versions = (
+        PolicyVersion(1, (PolicyChange("send_email", "confirm", "rejected twice"),), "active", now - 3 * week,
+                      now - 2 * week, ("fb_1", "fb_2"), applied_at=now - 2 * week, applied_by="key:owner"),
+        PolicyVersion(2, (PolicyChange("label_issue", "auto", "approved 5 times"),), "shadow", now - 2 * week,
+                      now - timedelta(days=1), ("fb_3",)),
+        PolicyVersion(3, (PolicyChange("archive_mail", "confirm"),), "rolled_back", now - week, now - week,
+                      ended_at=now - week, ended_by="key:owner"),
+    )  # fmt: skip
+    store = LearningStore(workspace)
+    state = LearningState()
+    for version in versions:
+        state = state.with_version(version)
+    store.update("demo", "assistant", lambda _: state)
+    store.log("demo", "assistant", {"kind": "policy", "step": "shadow_started", "version": 2,
+                                    "changes": "label_issue -> auto", "at": (now - 2 * week).isoformat()})  # fmt: skip
+    store.log("demo", "assistant", {"kind": "gate", "at": now.isoformat(), "actions": ["send_email"],
+                                    "source_type": "duty", "duty_id": "inbox-triage", "gate_result": "confirm",
+                                    "policy_version": 1,
+                                    "shadow": [{"version": 2, "would_have": "confirm"}],
+                                    "reasons": ["learned_confirm"]})  # fmt: skip
+    case = ConflictCase("cc_20261204_1", "demo", "plan_a", "plan_b", "resource", "serialize", "resolved", now,
+                        resource_key="mailbox:dana/inbox", worker_a_id="assistant", worker_b_id="analyst",
+                        operation_a="archive_mail", operation_b="label_issue",
+                        detail="the analyst's labelling waits for the archive to finish")  # fmt: skip
+    ConflictStore(workspace).add_case(case)
+
+
 def _sense(workspace: Path) -> None:
     """Three facts for Iris's inbox: two of today, one of two days ago."""
     store = FileInboxStore(workspace)
@@ -104,6 +139,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) ->
     globex = ApiKeyStore(workspace).create("globex")[1]
     _sense(workspace)
     _remember(workspace)
+    _learned(workspace)
     briefs = FileBriefStore(workspace)
     with ScriptedModelServer() as model:
         model.expect(Reply('{"attention": false, "message": ""}'))
@@ -229,6 +265,53 @@ def test_memory_by_partition_and_search_read_only(page: Any, pages: Pages) -> No
     assert view.locator("button", has_text="Delete").count() == 0  # read-only
 
 
+def test_decision_log_policy_versions_apply_and_roll_back(page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    from_worker_page(page, pages, "Decision log and policy", "learning")
+    view = page.locator("#view-learning")
+    expect(view).to_contain_text("Deciding now: Version 1")
+    versions = view.locator("table.policy-versions")
+    expect(versions.locator("tbody tr")).to_have_count(3)
+    expect(versions.locator("tr", has_text="Version 1")).to_contain_text("Applied")
+    expect(versions.locator("tr", has_text="Version 1")).to_contain_text("send_email → asks a person")
+    expect(versions.locator("tr", has_text="Version 3")).to_contain_text("Rolled back")
+    log = view.locator("table.decision-log")
+    gate = log.locator("tr", has_text="Gate decision").filter(has_text="send_email")
+    expect(gate.locator("td[data-label='Decided by']")).to_have_text("Version 1")
+    expect(gate).to_contain_text("version 2 would have: asks a person")
+    expect(log.locator("tr", has_text="Shadow started")).to_contain_text("Policy step")
+    expect(log.locator("tr", has_text="Shadow started")).to_contain_text("Shadow started version 2")
+    expect(log.locator("tr", has_text="Proposed")).to_contain_text("version 2")  # its shadow period is over
+
+    conflicts = view.locator("table.conflicts")
+    expect(conflicts).to_contain_text("mailbox:dana/inbox")
+    expect(conflicts).to_contain_text("One after the other")
+    assert raw_badges(page) == []
+    assert page.evaluate(A11Y_PROBLEMS) == []
+    doc_shot(page, "learning", full_page=True)
+
+    page.get_by_label("Show").select_option("policy")  # the log's filter
+    expect(log.locator("tbody tr")).to_have_count(2)
+    expect(log.locator("tbody tr").filter(has_not_text="Policy step")).to_have_count(0)
+
+    page.get_by_role("button", name="Apply policy version 2").click()
+    expect(page.locator("#status")).to_contain_text("Policy version 2 is now applied")
+    expect(versions.locator("tr", has_text="Version 2")).to_contain_text("Applied")
+    expect(view).to_contain_text("Deciding now: Version 2")
+    page.get_by_role("button", name="Roll back policy version 2").click()
+    expect(page.locator("#status")).to_contain_text("Policy version 2 is now rolled back")
+    expect(versions.locator("tr", has_text="Version 2")).to_contain_text("Rolled back")
+    learning = page.request.get(pages.url + "/api/v1/workers/assistant/learning").json()
+    assert {v["version"]: v["status"] for v in learning["versions"]} == {
+        1: "active",
+        2: "rolled_back",
+        3: "rolled_back",
+    }
+    steps = page.request.get(pages.url + "/api/v1/workers/assistant/learning/decisions?kind=policy").json()["decisions"]
+    assert [s["step"] for s in steps[:2]] == ["rolled_back", "applied"]
+
+
 def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: Pages) -> None:
     from playwright.sync_api import expect
 
@@ -237,7 +320,7 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
     try:
         phone = context.new_page()
         log_in(phone, pages.url, pages.demo)
-        for name in ("autonomy", "timeline", "memory"):
+        for name in ("autonomy", "timeline", "memory", "learning"):
             go(phone, f"#/workers/assistant/{name}")
             expect(phone.locator(f"#view-{name} .content > *").first).to_be_visible()
             assert phone.evaluate(OVERFLOW) <= 0, f"{name} scrolls sideways on a phone"
@@ -246,14 +329,19 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
         context.close()
 
     log_in(page, pages.url, pages.globex)
-    for name in ("autonomy", "timeline", "memory"):
+    for name in ("autonomy", "timeline", "memory", "learning"):
         page.goto(f"{pages.url}/dashboard#/workers/assistant/{name}")
         expect(page.locator("body[data-page=missing]")).to_have_count(1)
-        for path in (
-            f"/api/v1/workers/assistant/dashboard/{name}",
-            f"/api/v1/workers/demo%2Fassistant/dashboard/{name}",
-        ):
-            assert page.request.get(pages.url + path).status == 404, path
+    for path in (
+        *(f"/api/v1/workers/{w}/dashboard/{name}" for w in ("assistant", "demo%2Fassistant") for name in ROUTES),
+        "/api/v1/workers/assistant/learning",
+        "/api/v1/workers/assistant/learning/decisions",
+    ):
+        assert page.request.get(pages.url + path).status == 404, path
+    as_globex = {"Authorization": f"Bearer {pages.globex}"}  # a key, so no CSRF check comes first
+    rollback = page.request.post(pages.url + "/api/v1/workers/assistant/learning/rollback", data={}, headers=as_globex)
+    assert rollback.status == 404
+    assert page.request.get(pages.url + "/api/v1/conflicts").json()["conflicts"] == []
     gina = page.request.get(pages.url + "/api/v1/workers/gina/dashboard/autonomy").json()
     memory = page.request.get(pages.url + "/api/v1/workers/gina/dashboard/memory").json()
     assert memory["entries"] == [] and set(memory["counts"].values()) == {0}  # demo's tenant memory is not globex's
@@ -261,11 +349,18 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
     page.get_by_role("button", name="Log out").click()
 
     log_in(page, pages.url, pages.demo)
-    for name in ("autonomy", "timeline", "memory"):
+    for name in ("autonomy", "timeline", "memory", "learning"):
         go(page, f"#/workers/assistant/{name}")
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     text = page.evaluate("() => document.body.textContent")
-    secrets = ("Board pack ready", pages.heartbeat_run, "of assistant", "Morning brief", "Dana wants replies")
+    secrets = (
+        "Board pack ready",
+        pages.heartbeat_run,
+        "of assistant",
+        "Morning brief",
+        "Dana wants replies",
+        "send_email",
+    )
     leaked = [s for s in secrets if s in text]
     assert leaked == []

@@ -1,7 +1,9 @@
 // A worker's own pages: #/workers/{w}/autonomy (heartbeat runs, interruption-budget use and inbox arrivals
 // per day, the inbox's depth now: charts.js bars), #/workers/{w}/timeline (recent runs, the calendar's next
 // fires and goals' due dates on one SVG time axis, and the same as a list) and #/workers/{w}/memory (what the
-// worker remembers, by partition, searchable, read-only). Each page is registered in WORKER_PAGES (other
+// worker remembers, by partition, searchable, read-only) and #/workers/{w}/learning (the learned policy's
+// versions with Apply / Roll back, the learning decision log with the version that decided each entry, and
+// the worker's conflict cases, through the learning and conflicts APIs). Each page is registered in WORKER_PAGES (other
 // scripts use registerWorkerPage) and drawn by PAGES[name]; its section is added to <main> here. Uses
 // dashboard.js's helpers.
 (() => {
@@ -16,7 +18,14 @@
     run: "Run", conversation: "Conversation", worker: "Worker", tenant: "Tenant", episode: "Episode", summary: "Summary",
     preference: "Preference", decision: "Decision", superseded: "Superseded", consolidation: "Consolidation",
     promotion: "Promotion", import: "Import", statement: "Statement",
+    shadow: "In shadow", rolled_back: "Rolled back", discarded: "Discarded", brief: "Reported in a brief",
+    confirm: "Asks a person", gate: "Gate decision", feedback: "Feedback", policy: "Policy step",
+    shadow_started: "Shadow started", proposed: "Proposed", applied: "Applied", frozen: "Frozen", unfrozen: "Unfrozen",
+    edit_priority: "Priority edited", snooze: "Snoozed", accept_install: "Install accepted", decline_install: "Install declined",
+    open: "Open", resolved: "Resolved", dropped: "Dropped", resource: "Resource", semantic: "Semantic",
+    merge: "Merged", serialize: "One after the other", replan: "Replanned", escalate: "Asked a person",
   });
+  const VERSION_STATES = { shadow: "In shadow", active: "Applied", rolled_back: "Rolled back", discarded: "Discarded" };
 
   // name -> [title, the worker page's link text, its JSON route under /api/v1/workers/{w}]
   const OWN = {
@@ -48,6 +57,12 @@
     const params = new URLSearchParams({ q: search.q });
     if (search.partition) params.set("partition", search.partition);
     return workerUrl(r, `/dashboard/memory?${params}`);
+  });
+  register("learning", "Decision log and policy", (r) => async () => {
+    const [learning, log, cases] = await Promise.all([api(workerUrl(r, "/learning")),
+      api(workerUrl(r, "/learning/decisions?limit=200")), api("/api/v1/conflicts?limit=200")]);
+    return { learning, decisions: log.decisions, generated_at: new Date().toISOString(),
+      conflicts: cases.conflicts.filter((c) => c.worker_a_id === r.worker || c.worker_b_id === r.worker) };
   });
 
   const workerPage = PAGES.worker;
@@ -227,6 +242,95 @@
         [label(e.source), ...(e.run_id ? [" · run ", runLink(r.worker, e.run_id)] : []), e.duty_id ? ` · duty ${e.duty_id}` : "",
           e.recall_count ? ` · recalled ${e.recall_count}×` : ""]]), "memory-entries")
         : muted(total ? "Nothing matches this search." : "The worker remembers nothing yet."),
+    ].filter(Boolean));
+  };
+
+  // -- the learned policy and the decision log -------------------------------------------
+
+  const logView = { kind: "" };  // the decision log's filter, kept over refreshes
+
+  function versionBadge(status) {
+    const b = badge(status === "active" ? "applied" : status);
+    b.textContent = VERSION_STATES[status] || label(status);
+    return b;
+  }
+  function changes(list) {
+    return list.map((c) => c.kind === "gate" ? `${c.action} → ${label(c.gate).toLowerCase()}`
+      : c.kind === "budget" ? `interruption budget → ${c.value} a day` : `priority of ${c.action} ${c.value > 0 ? "+" : ""}${c.value}`).join("; ");
+  }
+  function decidedBy(v) { return v ? `Version ${v}` : "Steward's gate (version 0)"; }
+  function pct(v) { return v === null || v === undefined ? "n/a" : `${Math.round(v * 100)}%`; }
+
+  async function policyCommand(worker, path, body, doing) {
+    say(`${doing}…`);
+    const epoch = state.epoch;
+    try {
+      const done = await api(workerUrl({ worker }, path), { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify(body || {}) });
+      if (epoch !== state.epoch) return;
+      say(done.version ? `Policy version ${done.version} is now ${(VERSION_STATES[done.status] || label(done.status)).toLowerCase()}: ${done.changes}.`
+        : "Learning from feedback again.");
+    } catch (error) {
+      if (epoch !== state.epoch) return;
+      say(`Refused: ${error.message}`);
+    }
+    await load();
+  }
+
+  function versionActions(worker, v, frozen) {
+    if (v.status === "shadow") {
+      const waiting = Date.parse(v.shadow_until) > Date.now();
+      return [el("button", { type: "button", class: "approve", disabled: waiting || frozen, "aria-label": `Apply policy version ${v.version}`,
+        onclick: (e) => { e.currentTarget.disabled = true; policyCommand(worker, `/learning/versions/${v.version}/apply`, null, `Applying version ${v.version}`); } }, "Apply"),
+      waiting ? el("div", { class: "muted", text: `in shadow until ${when(v.shadow_until)}` }) : null,
+      frozen ? el("div", { class: "muted", text: "learning is frozen" }) : null];
+    }
+    if (v.status === "active") {
+      return el("button", { type: "button", class: "reject", "aria-label": `Roll back policy version ${v.version}`,
+        onclick: (e) => { e.currentTarget.disabled = true; policyCommand(worker, "/learning/rollback", { version: v.version }, `Rolling back version ${v.version}`); } }, "Roll back");
+    }
+    return "";
+  }
+
+  function logRow(worker, e) {
+    const what = e.kind === "gate" ? [(e.actions || []).join(", "), " ", badge(e.gate_result)]
+      : e.kind === "feedback" ? [badge(e.feedback_type), ` on ${(e.actions || []).join(", ")} `, e.gate_result ? badge(e.gate_result) : null]
+        : [badge(e.step), e.version ? ` version ${e.version}` : "", e.changes ? ` · ${e.changes}` : ""];
+    const shadow = (e.shadow || []).map((x) => `version ${x.version} would have: ${label(x.would_have).toLowerCase()}`).join("; ");
+    const detail = [e.kind === "gate" ? (e.reasons || []).map(label).join(", ") : e.detail || "", e.by ? ` (by ${e.by})` : "",
+      e.source_type ? ` · ${label(e.source_type)}${e.duty_id ? ` ${e.duty_id}` : ""}` : ""].join("");
+    return [el("time", { datetime: e.at, text: when(e.at) }), badge(e.kind), e.kind === "gate" ? decidedBy(e.policy_version) : "",
+      what, shadow, [detail, e.plan_id ? [" · run ", runLink(worker, e.plan_id)] : ""].flat()];
+  }
+
+  PAGES.learning = function learningPage(d, r) {
+    heading("learning", r);
+    const L = d.learning, w = r.worker;
+    const metric = Object.fromEntries(L.metrics.map((m) => [m.metric_name, m.value]));
+    const frozen = Boolean(L.frozen);
+    const shown = d.decisions.filter((e) => !logView.kind || e.kind === logView.kind);
+    const filter = el("select", { id: "learning-kind", onchange: (e) => { logView.kind = e.target.value; load(); } },
+      [["", "Every entry"], ["gate", "Gate decisions"], ["feedback", "Feedback"], ["policy", "Policy steps"]].map(([v, t]) =>
+        el("option", { value: v, text: t, selected: logView.kind === v })));
+    const versions = [...L.versions].reverse();
+    $("#view-learning .content").replaceChildren(...[
+      el("p", {}, "Deciding now: ", el("strong", { text: decidedBy(L.policy_version) }), ` · learning ${L.enabled ? "on" : "off"} (${label(L.mode).toLowerCase()}: a person applies every change)`),
+      frozen ? el("div", { class: "failure", role: "note" }, el("strong", { text: "Learning is frozen: " }), `${L.frozen.reason} (since ${when(L.frozen.at)}) `,
+        el("button", { type: "button", onclick: () => policyCommand(w, "/learning/unfreeze", null, "Unfreezing") }, "Unfreeze")) : null,
+      el("div", { class: "stats" }, stat("Gate pass rate", pct(metric.gate_pass_rate)), stat("Rolled back by a person", pct(metric.rollback_rate)),
+        stat("Runs that completed", pct(metric.action_success_rate)), stat("Asked a person", pct(metric.gate_result_confirm))),
+      section(`Policy versions (${versions.length})`, versions.length ? table(["Version", "State", "Changes", "Learned from", "Shadow until", "Applied or ended", ""],
+        versions.map((v) => [`Version ${v.version}`, versionBadge(v.status), changes(v.changes), `${v.evidence.length} feedback event${v.evidence.length === 1 ? "" : "s"}`,
+          when(v.shadow_until), v.applied_at || v.ended_at ? `${when(v.ended_at || v.applied_at)}${v.ended_by || v.applied_by ? ` by ${v.ended_by || v.applied_by}` : ""}` : "",
+          versionActions(w, v, frozen)]), "policy-versions") : muted("Nothing learned yet: Steward's gate decides alone.")),
+      section("Decision log", el("p", {}, el("label", { for: "learning-kind", text: "Show " }), filter, ` ${shown.length} of ${d.decisions.length} entries, newest first.`),
+        shown.length ? table(["When", "Entry", "Decided by", "What", "Shadow versions", "Why"], shown.map((e) => logRow(w, e)), "decision-log")
+          : muted("No entry yet.")),
+      section(`Conflict cases (${d.conflicts.length})`, d.conflicts.length ? table(["When", "State", "Type", "Resource", "Plans", "Resolution", "Detail"],
+        d.conflicts.map((c) => [when(c.created_at), badge(c.status), badge(c.conflict_type), el("code", { text: c.resource_key || "—" }),
+          `${c.worker_a_id || "?"}: ${c.operation_a || c.plan_a_id} · then ${c.worker_b_id || "?"}: ${c.operation_b || c.plan_b_id}${c.irreversible ? " (irreversible)" : ""}`,
+          [badge(c.resolution), c.decision ? ` ${c.decision}${c.decided_by ? ` by ${c.decided_by}` : ""}` : ""], c.detail]), "conflicts")
+        : muted("No conflict with another plan.")),
     ].filter(Boolean));
   };
 })();
