@@ -334,3 +334,20 @@ def test_priority_and_interruption_budget_are_learned_in_shadow_then_applied_ove
         back = h.post("/learning/rollback", {"version": 2})
         assert back.status_code == 200 and back.json()["changes"] == "interruption budget -> 11 a day"
         assert briefs.limit("acme", "alice", briefs.policy("acme", "alice")) == base
+
+
+def test_the_decision_log_and_feedback_are_pruned_past_their_retention(history: History) -> None:
+    h = history
+    for day in (0, 1):  # two rejections of what ran without asking: v1 in shadow
+        h.clock.day(day)
+        h.feedback("reject", h.decide("label_issue")[1])
+    assert len(h.get("/feedback-events")["feedback"]) == 2
+    h.clock.day(100)  # past learning.retention (90 days) for every gate decision and feedback event
+    h.get("/learning")
+    assert h.get("/learning/decisions?kind=gate")["decisions"] == []
+    assert h.get("/learning/decisions?kind=feedback")["decisions"] == []
+    assert h.get("/feedback-events")["feedback"] == []
+    assert h.steps()[0] == ("shadow_started", 1)  # the history of the versions stays
+    (pruned,) = h.get("/learning/decisions?kind=retention")["decisions"]
+    assert (pruned["log_entries"], pruned["feedback_events"]) == (4, 2)
+    assert [v["version"] for v in h.get("/learning")["versions"]] == [1]

@@ -125,7 +125,9 @@ async def decision_log(
     worker_id: WorkerId,
     principal: Auth,
     runtime: RuntimeDep,
-    kind: Annotated[Literal["gate", "feedback", "policy", "priority", "interruption"] | None, Query()] = None,
+    kind: Annotated[
+        Literal["gate", "feedback", "policy", "priority", "interruption", "retention"] | None, Query()
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 200,
 ) -> dict[str, Any]:
     worker = loaded_worker(principal, runtime, worker_id)

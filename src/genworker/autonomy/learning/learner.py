@@ -90,6 +90,7 @@ class Learner:
         self.proposals = proposals
         self.budget_of = budget_of  # (tenant, worker) -> the policy's interruption budget; None: not tuned
         self.clock = clock
+        self._pruned: dict[tuple[str, str], datetime] = {}  # when this process last pruned a worker's files
 
     # -- feedback ------------------------------------------------------------------------------
 
@@ -201,7 +202,8 @@ class Learner:
 
     def tick(self, tenant_id: str, worker_id: str) -> None:
         """Propose the shadow versions whose shadow period is over; discard those whose proposal a
-        person rejected."""
+        person rejected. Prunes the worker's log and feedback once a day."""
+        self.prune(tenant_id, worker_id)
         state = self.store.state(tenant_id, worker_id)
         if not state.shadows or self.proposals is None:
             return
@@ -230,6 +232,29 @@ class Learner:
                     differ += shadow.get("would_have") != entry.get(live)
         days = (version.shadow_until - version.created_at).total_seconds() / 86400
         return f"in shadow {days:g} days: {differ} of {seen} decisions would have been different ({version.describe()})"
+
+    def prune(self, tenant_id: str, worker_id: str, *, force: bool = False) -> tuple[int, int] | None:
+        """At most once a day per worker (unless `force`): drop decision log entries and feedback past
+        `learning.retention`, never younger than what learning reads (`decay_half_life_days`, the
+        shadow period, the spike window); policy steps and policy.json stay. What was dropped, or None
+        when it was not time."""
+        now, key = self.clock(), (tenant_id, worker_id)
+        last = self._pruned.get(key)
+        if not force and last is not None and now - last < timedelta(days=1):
+            return None
+        self._pruned[key] = now
+        cfg = self.config_of(tenant_id)
+        keep, read = cfg.retention, max(cfg.decay_half_life_days, cfg.safe_apply_after_shadow_days)
+        spike = cfg.feedback_loop.negative_spike_window_hours / 24
+        dropped = self.store.prune(
+            tenant_id, worker_id,
+            log_before=now - timedelta(days=max(keep.decision_log_days, read)), log_max=keep.decision_log_max_entries,
+            feedback_before=now - timedelta(days=max(keep.feedback_days, read, spike)),
+            feedback_max=keep.feedback_max_events,
+        )  # fmt: skip
+        if any(dropped):
+            self.log(tenant_id, worker_id, "retention", log_entries=dropped[0], feedback_events=dropped[1])
+        return dropped
 
     # -- a person's commands -------------------------------------------------------------------
 

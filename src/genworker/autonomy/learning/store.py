@@ -6,15 +6,20 @@
   version in shadow would have decided), feedback counted, and every policy step (shadow started,
   proposed, applied, rolled back, frozen, unfrozen).
 
-JSON lines are appended with one write under an exclusive `flock` and split on "\\n" only. Blocking:
-call from a thread (the gate's one append per decision is small and never fsyncs).
+JSON lines are appended with one write under an exclusive `flock` and split on "\\n" only. `prune`
+rewrites a file in place under that same `flock` (so an append waits for it and lands after it, never
+in a replaced file). Blocking: call from a thread (the gate's one append per decision is small and
+never fsyncs).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +91,13 @@ class LearningStore:
     def feedback(self, tenant_id: str, worker_id: str) -> list[FeedbackEvent]:
         """Oldest first."""
         path = self.folder(tenant_id, worker_id) / "feedback.jsonl"
-        return [FeedbackEvent.from_json(row, str(path)) for row in _lines(path)]
+        seen: set[str] = set()  # a rewrite cut short may leave a line twice
+        events = []
+        for row in _lines(path):
+            if row.get("feedback_id") not in seen:
+                seen.add(str(row.get("feedback_id")))
+                events.append(FeedbackEvent.from_json(row, str(path)))
+        return events
 
     def log(self, tenant_id: str, worker_id: str, entry: dict[str, Any]) -> None:
         path = self.folder(tenant_id, worker_id) / "decisions.jsonl"
@@ -99,11 +110,77 @@ class LearningStore:
         rows.reverse()
         return rows if limit is None else rows[:limit]
 
+    def prune(
+        self,
+        tenant_id: str,
+        worker_id: str,
+        *,
+        log_before: datetime,
+        log_max: int,
+        feedback_before: datetime,
+        feedback_max: int,
+    ) -> tuple[int, int]:
+        """Drop decision log entries older than `log_before` or beyond the newest `log_max` (policy
+        steps always stay: the history of the versions), and feedback older than `feedback_before` or
+        beyond the newest `feedback_max`. (log entries dropped, feedback events dropped)."""
+        folder = self.folder(tenant_id, worker_id)
+
+        def log_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            others = [r for r in rows if r.get("kind") != "policy" and _stamp(r, "at") >= log_before][-log_max:]
+            kept = {id(r) for r in others}
+            return [r for r in rows if r.get("kind") == "policy" or id(r) in kept]
+
+        def feedback_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [r for r in rows if _stamp(r, "created_at") >= feedback_before][-feedback_max:]
+
+        dropped_log = _rewrite(folder / "decisions.jsonl", log_rows)
+        with file_lock(folder / ".feedback.lock"):
+            dropped_feedback = _rewrite(folder / "feedback.jsonl", feedback_rows)
+        return dropped_log, dropped_feedback
+
     def _sink(self, path: Path) -> JsonlAuditSink:
         sink = self._sinks.get(path)
         if sink is None:
             sink = self._sinks.setdefault(path, JsonlAuditSink(path))
         return sink
+
+
+def _stamp(row: dict[str, Any], key: str) -> datetime:
+    try:
+        return datetime.fromisoformat(str(row[key]))
+    except (KeyError, ValueError):
+        return datetime.min.replace(tzinfo=UTC)  # unreadable: the oldest there is
+
+
+def _rewrite(path: Path, keep: Callable[[list[dict[str, Any]]], list[dict[str, Any]]]) -> int:
+    """Rewrite the JSON lines file `path` with the rows `keep` returns (in order), in place under the
+    exclusive `flock` appenders take; lines that are not JSON go. The number of lines dropped."""
+    try:
+        fh = path.open("r+b")
+    except FileNotFoundError:
+        return 0
+    with fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        lines = [line for line in fh.read().split(b"\n") if line.strip()]
+        rows: list[dict[str, Any]] = []
+        raw: dict[int, bytes] = {}
+        for line in lines:
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+                raw[id(row)] = line
+        kept = keep(rows)
+        if len(kept) == len(lines):
+            return 0
+        fh.seek(0)
+        fh.write(b"".join(raw[id(r)] + b"\n" for r in kept))
+        fh.truncate()
+        fh.flush()
+        os.fsync(fh.fileno())
+        return len(lines) - len(kept)
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
