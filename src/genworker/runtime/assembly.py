@@ -314,7 +314,7 @@ async def assemble(runtime: Loaded, stack: AsyncExitStack) -> Services:
     # first plans a stopped process left mid-resume or mid-cancel
     everyone = registry.workers()
     await waiting.recover(((w.tenant_id, w.worker_id) for w in everyone), leases.alive)
-    await waiting.start(only=scope.runs_here)  # timeouts of the workers whose autonomy runs here
+    await waiting.start(only=scope.runs_here if scope.shared else None)  # the workers whose autonomy runs here
     stack.push_async_callback(waiting.stop)
     if memory.config.enabled:
         spawn(stack, "memory", partial(runtime.consolidate_memory, memory, scope))
