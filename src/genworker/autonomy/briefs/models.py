@@ -11,7 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Final, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from genworker.autonomy.records import VersionedRecord
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -27,7 +29,7 @@ __all__ = [
     "load_model",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = VersionedRecord.SCHEMA_VERSION
 M = TypeVar("M", bound=BaseModel)
 Section = Literal["done", "waiting", "conflicts", "confirm", "spaces", "suggestions", "feedback"]
 SECTIONS: Final[tuple[Section, ...]] = (
@@ -54,19 +56,6 @@ class BriefNotFound(BriefError, LookupError):
     pass
 
 
-class _Versioned(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = SCHEMA_VERSION
-
-    @field_validator("schema_version")
-    @classmethod
-    def _known(cls, value: int) -> int:
-        if value != SCHEMA_VERSION:
-            raise ValueError(f"unknown schema_version {value}; this build reads {SCHEMA_VERSION}")
-        return value
-
-
 class Option(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -74,7 +63,7 @@ class Option(BaseModel):
     command: str | None = None  # the IM command or API call that carries it out
 
 
-class BriefItem(_Versioned):
+class BriefItem(VersionedRecord):
     item_id: str
     section: Section
     title: str
@@ -88,7 +77,7 @@ class BriefItem(_Versioned):
     reason: str | None = None  # why it is here rather than an interruption (budget, quiet hours)
 
 
-class Brief(_Versioned):
+class Brief(VersionedRecord):
     brief_id: str
     tenant_id: str
     worker_id: str
@@ -104,7 +93,7 @@ class Brief(_Versioned):
     delivery_error: str | None = None
 
 
-class BudgetDay(_Versioned):
+class BudgetDay(VersionedRecord):
     day: str  # the worker's local date, YYYY-MM-DD
     used: int = 0
     interruptions: tuple[str, ...] = ()  # item ids that interrupted

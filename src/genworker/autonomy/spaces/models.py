@@ -12,7 +12,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from genworker.autonomy.records import VersionedRecord
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -31,7 +33,7 @@ __all__ = [
     "TaskCandidate",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = VersionedRecord.SCHEMA_VERSION
 SUMMARY_CHARS: Final = 240
 
 Priority = Literal["P0", "P1", "P2", "P3"]
@@ -55,19 +57,6 @@ class SpaceState(StrEnum):
     ARCHIVED = "archived"
 
 
-class _Record(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    schema_version: int = SCHEMA_VERSION
-
-    @field_validator("schema_version")
-    @classmethod
-    def _known(cls, value: int) -> int:
-        if value != SCHEMA_VERSION:
-            raise ValueError(f"unknown schema_version {value}; this build reads {SCHEMA_VERSION}")
-        return value
-
-
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -85,7 +74,7 @@ class Hints(_Value):
     risk: RiskLevel | None = None
 
 
-class ContextEvent(_Record):
+class ContextEvent(VersionedRecord):
     event_id: str
     tenant_id: str
     worker_id: str
@@ -150,7 +139,7 @@ class TaskCandidate(_Value):
     run_id: str | None = None  # the run the task path started for it
 
 
-class ContextSpace(_Record):
+class ContextSpace(VersionedRecord):
     space_id: str
     tenant_id: str
     worker_id: str
