@@ -32,6 +32,7 @@ bench: $(STAMP)  ## every benchmark, each against a bare baseline in the same ru
 	$(PY) bench/engine.py
 	$(PY) bench/planning.py
 	$(PY) bench/supervision.py
+	$(PY) bench/conflicts.py
 	$(PY) bench/chat_http.py
 	$(PY) bench/scaling.py
 	$(PY) bench/cluster.py

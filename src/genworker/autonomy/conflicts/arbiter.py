@@ -391,10 +391,12 @@ class ConflictArbiter:
     async def _still_live(self, claims: Sequence[EffectRecord]) -> list[EffectRecord]:
         """The claims whose plan goes on: a declared plan until it ends or expires, a run's plan while
         its run does (`liveness`)."""
-        live = []
-        for claim in claims:
+        live: list[EffectRecord] = []
+        if not claims:
+            return live
+        plans = await asyncio.to_thread(self._plans_of, claims)  # one thread hop for all of them
+        for claim, plan in zip(claims, plans, strict=True):
             t, w, p = claim.tenant_id, claim.worker_id, claim.plan_id
-            plan = await asyncio.to_thread(self.store.plan, t, w, p) if w else None
             if plan is not None and not plan.run_bound:
                 if plan.expired(self.clock()):
                     why = f"expired: no commit within its ttl of {plan.ttl_s} s"
@@ -409,10 +411,13 @@ class ConflictArbiter:
                 await self._end(t, w, p, ended, "its run ended")
         return live
 
+    def _plans_of(self, claims: Sequence[EffectRecord]) -> list[PlanRecord | None]:
+        return [self.store.plan(c.tenant_id, c.worker_id, c.plan_id) if c.worker_id else None for c in claims]
+
     async def _committed(self, effect: EffectRecord, version: str | None) -> None:
         new = version or _new_version()
-        await self.ledger.committed(effect.tenant_id, effect.resource_key, new, effect.plan_id, effect.operation)
-        await self.ledger.claim(replace(effect, expected_version=new, committed=True))
+        claim = replace(effect, expected_version=new, committed=True)
+        await self.ledger.committed(effect.tenant_id, effect.resource_key, new, effect.plan_id, effect.operation, claim)
 
     async def _ensure_plan(self, effect: EffectRecord) -> None:
         """A run that changes a resource without a plan declared for it is a plan from its first call."""

@@ -49,7 +49,11 @@ class ResourceLedger(Protocol):
 
     async def unclaim(self, tenant_id: str, key: str, plan_id: str) -> None: ...
 
-    async def committed(self, tenant_id: str, key: str, version: str, plan_id: str, operation: str) -> None: ...
+    async def committed(
+        self, tenant_id: str, key: str, version: str, plan_id: str, operation: str, claim: EffectRecord | None = None
+    ) -> None:
+        """Record the version committed (and `claim`, the committing plan's claim, in the same write)."""
+        ...
 
 
 def _digest(key: str) -> str:
@@ -108,9 +112,13 @@ class FileLedger:
 
         await asyncio.to_thread(self._change, tenant_id, key, change)
 
-    async def committed(self, tenant_id: str, key: str, version: str, plan_id: str, operation: str) -> None:
+    async def committed(
+        self, tenant_id: str, key: str, version: str, plan_id: str, operation: str, claim: EffectRecord | None = None
+    ) -> None:
         def change(data: dict[str, Any]) -> None:
             data.update(version=version, committed_by=plan_id, committed_operation=operation)
+            if claim is not None:
+                data.setdefault("claims", {})[claim.plan_id] = claim.as_json()
 
         await asyncio.to_thread(self._change, tenant_id, key, change)
 
@@ -206,7 +214,12 @@ class RedisLedger:
     async def unclaim(self, tenant_id: str, key: str, plan_id: str) -> None:
         await self.client.hdel(self._key(tenant_id, key, "claims"), plan_id)
 
-    async def committed(self, tenant_id: str, key: str, version: str, plan_id: str, operation: str) -> None:
-        name = self._key(tenant_id, key, "state")
+    async def committed(
+        self, tenant_id: str, key: str, version: str, plan_id: str, operation: str, claim: EffectRecord | None = None
+    ) -> None:
         items = ["version", version, "committed_by", plan_id, "committed_operation", operation]
-        await self.client.hset(name, items=items)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(self._key(tenant_id, key, "state"), items=items)
+        if claim is not None:
+            pipe.hset(self._key(tenant_id, key, "claims"), claim.plan_id, json.dumps(claim.as_json()))
+        await pipe.execute()
