@@ -22,6 +22,13 @@ function tokenBar(tokens, largest, name) {
   return el("span", { class: "tok-bar", role: "img", "aria-label": `${name}: ${num(tokens)} tokens` }, fill);
 }
 
+// Where in the run an event happened: a dot on a line from its start to its last event.
+function atMark(offset, end) {
+  const dot = el("span", { class: "at-dot" });
+  dot.style.left = `${(100 * offset) / end}%`;
+  return el("span", { class: "at-track", "aria-hidden": "true" }, dot);
+}
+
 function runContext(d) {
   const c = d.context;
   if (!c.recorded) return section("Context", muted(`Not recorded: ${c.reason}.`));
@@ -43,8 +50,9 @@ function runContext(d) {
 function runTimeline(d) {
   const t = d.timeline;
   if (!t.recorded) return section("Event timeline (AG-UI)", muted(`Not recorded: ${t.reason}.`));
+  const end = Math.max(1, ...t.events.map((e) => e.offset_ms));
   const rows = t.events.map((e) => [
-    el("time", { text: `+${ms(e.offset_ms)}` }),
+    el("div", { class: "at" }, el("time", { text: `+${ms(e.offset_ms)}` }), atMark(e.offset_ms, end)),
     [el("span", { class: "event-name", text: EVENT_LABELS[e.type] || label(e.type) }), " ", el("code", { class: "event-type", text: e.type })],
     [e.summary ? el("span", { class: e.type === "RUN_ERROR" ? "reason" : "", text: e.summary }) : "",
       e.count > 1 ? el("span", { class: "muted", text: ` (${num(e.count)} deltas)` }) : null],
