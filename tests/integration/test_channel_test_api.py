@@ -186,7 +186,8 @@ def test_missing_credentials_and_platforms_without_a_test(setup: Setup) -> None:
     assert (body["status"], body["failure"]) == ("failed", "unconfigured")
     assert "CHANNEL_CREDENTIALS.json of acme/bob has no slack section" in body["error"]
     body = answer(setup.test("acme~alice~email", acme))
-    assert (body["status"], body["failure"], body["check"]) == ("failed", "unsupported", None)
+    assert (body["status"], body["failure"], body["check"]) == ("failed", "unconfigured", "smtp + imap login")
+    assert "CHANNEL_CREDENTIALS.json of acme/alice has no email.worker_smtp_host" in body["error"]
     assert setup.vendor.requests == []
 
 
@@ -208,7 +209,7 @@ def test_platforms_name_each_credential_field(setup: Setup) -> None:
     assert response.status_code == 200, response.text
     platforms = {p["platform"]: p for p in response.json()["platforms"]}
     assert list(platforms) == ["feishu", "wecom", "dingtalk", "slack", "email"]
-    assert platforms["slack"]["check"] == "auth.test" and platforms["email"]["check"] is None
+    assert platforms["slack"]["check"] == "auth.test" and platforms["email"]["check"] == "smtp + imap login"
     slack = {f["name"]: (f["secret"], f["required"]) for f in platforms["slack"]["fields"]}
     assert slack == {
         "bot_token": (True, True),

@@ -23,7 +23,7 @@ import json
 import logging
 import smtplib
 import ssl
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -135,7 +135,48 @@ class EmailClient:
     async def update(self, target: Target, message_id: str, outbound: OutboundMessage) -> Sent:
         raise DeliveryError("email cannot edit a sent message")
 
+    async def check(self, imap_security: Security | None = None) -> dict[str, str]:
+        """Log in as a send does (SMTP) and as the poller does (IMAP, when the credentials name a
+        server; the inbox opened read-only), sending nothing: the console's "Test connection". Who
+        answered, or DeliveryError whose `status` says how it failed: None unreachable, 503 a
+        transient (4xx) answer, 401 credentials refused, 400 another refusal."""
+        return await asyncio.to_thread(self._check, imap_security)
+
+    def _check(self, imap_security: Security | None) -> dict[str, str]:
+        creds = self._credentials
+        identity = {"address": creds.worker_address}
+        try:
+            with self._session():
+                identity["smtp"] = f"{creds.worker_smtp_host}:{creds.worker_smtp_port} ({self.security})"
+            if creds.worker_imap_host:
+                account = ImapAccount.from_credentials(ChannelCredentials(email=creds), imap_security)
+                imap = open_imap(account, timeout=SMTP_TIMEOUT_S)
+                try:
+                    select_folder(imap, "INBOX")
+                finally:
+                    with contextlib.suppress(Exception):
+                        imap.logout()
+                identity["imap"] = f"{account.host}:{account.port} ({account.security})"
+        except smtplib.SMTPAuthenticationError as exc:
+            raise DeliveryError(f"smtp: {exc.smtp_code} {_text(exc.smtp_error)}", status=401) from None
+        except smtplib.SMTPResponseException as exc:
+            status = 503 if 400 <= exc.smtp_code < 500 else 400
+            raise DeliveryError(f"smtp: {exc.smtp_code} {_text(exc.smtp_error)}", status=status) from None
+        except imaplib.IMAP4.error as exc:  # the login (or the inbox) refused
+            raise DeliveryError(f"imap: {_text(exc.args[0] if exc.args else str(exc))}", status=401) from None
+        except (MailConfigError, MailServerError) as exc:
+            raise DeliveryError(str(exc), status=400) from None
+        except (smtplib.SMTPException, OSError) as exc:
+            raise DeliveryError(f"{type(exc).__name__}: {exc}"[:300]) from None
+        return identity
+
     def _submit(self, message: EmailMessage) -> None:
+        with self._session() as smtp:
+            smtp.send_message(message)
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[smtplib.SMTP]:
+        """A connection to the worker's SMTP server, logged in when it offers AUTH."""
         creds = self._credentials
         host, port = str(creds.worker_smtp_host), creds.worker_smtp_port
         context = ssl.create_default_context()
@@ -151,7 +192,7 @@ class EmailClient:
             if creds.worker_password is not None and smtp.has_extn("auth"):
                 user = creds.worker_username.get_secret_value() if creds.worker_username else creds.worker_address
                 smtp.login(user, creds.worker_password.get_secret_value())
-            smtp.send_message(message)
+            yield smtp
 
 
 # -- receiving ----------------------------------------------------------------------

@@ -181,7 +181,7 @@ class SmtpServer:
         )
         if ok:
             self.logins.append(self.user)
-        return AuthResult(success=ok)
+        return AuthResult(success=ok, handled=False)  # not handled: aiosmtpd answers 235, or 535 as a server does
 
     def wait_for(self, count: int, timeout: float = 30) -> list[Sent]:
         """Block until `count` messages were accepted; them."""

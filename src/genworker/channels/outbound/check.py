@@ -2,9 +2,10 @@
 
 The test is the first request a delivery makes, through the same platform client: Slack `auth.test`
 with the bot token; Feishu / Lark, WeCom and DingTalk a fresh access token (`tenant_access_token/
-internal`, `gettoken`, `oauth2/accessToken`). One attempt, no retry, on its own HTTP client: the answer
-is a diagnosis now, and nothing is cached for deliveries. The answer never holds a secret: the vendor's
-error is passed on with every credential value of the binding masked.
+internal`, `gettoken`, `oauth2/accessToken`); email the SMTP login a send makes and the IMAP login
+the poller makes (the inbox opened read-only), sending nothing. One attempt, no retry, on its own
+HTTP client: the answer is a diagnosis now, and nothing is cached for deliveries. The answer never
+holds a secret: the vendor's error is passed on with every credential value of the binding masked.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, SecretStr
 
+from genworker.channels.email import EmailClient
 from genworker.channels.outbound.delivery import build_client
 from genworker.channels.outbound.dingtalk import DingTalkClient
 from genworker.channels.outbound.feishu import FeishuClient
@@ -24,7 +26,7 @@ from genworker.channels.outbound.platform import PlatformClient, VendorEndpoints
 from genworker.channels.outbound.slack import SlackClient
 from genworker.channels.outbound.wecom import WeComClient
 from genworker.channels.registry import ChannelBinding
-from genworker.workspace.models.credentials import SlackCredentials
+from genworker.workspace.models.credentials import EmailCredentials, SlackCredentials
 
 __all__ = ["CHECKS", "ConnectionCheck", "Failure", "check_connection"]
 
@@ -34,6 +36,7 @@ CHECKS = {
     "feishu": "tenant_access_token/internal",
     "wecom": "gettoken",
     "dingtalk": "oauth2/accessToken",
+    "email": "smtp + imap login",
 }
 Failure = Literal["refused", "unavailable", "unreachable", "mismatch", "unconfigured", "unsupported"]
 MASK = "[redacted]"
@@ -66,10 +69,13 @@ async def check_connection(binding: ChannelBinding, endpoints: VendorEndpoints) 
             f"CHANNEL_CREDENTIALS.json of {binding.tenant_id}/{binding.worker_id} has no {binding.platform} section"
         )
         return ConnectionCheck(binding.adapter_id, binding.platform, check, "failed", "unconfigured", reason)
+    if isinstance(binding.credentials, EmailCredentials) and not binding.credentials.worker_smtp_host:
+        reason = f"CHANNEL_CREDENTIALS.json of {binding.tenant_id}/{binding.worker_id} has no email.worker_smtp_host"
+        return ConnectionCheck(binding.adapter_id, binding.platform, check, "failed", "unconfigured", reason)
     http = VendorHttp(policy=RetryPolicy(max_attempts=1), timeout=TIMEOUT_S)
     started = time.perf_counter()
     try:
-        identity = await _call(build_client(binding, http, endpoints))
+        identity = await _call(build_client(binding, http, endpoints), binding)
     except DeliveryError as exc:
         elapsed = _ms(started)
         error = _masked(str(exc), binding.credentials)
@@ -85,13 +91,16 @@ async def check_connection(binding: ChannelBinding, endpoints: VendorEndpoints) 
     return ConnectionCheck(binding.adapter_id, binding.platform, check, "ok", identity=identity, elapsed_ms=elapsed)
 
 
-async def _call(client: PlatformClient) -> dict[str, str]:
+async def _call(client: PlatformClient, binding: ChannelBinding) -> dict[str, str]:
     if isinstance(client, SlackClient):
         data = await client.auth_test()
         return {k: str(data[k]) for k in ("team", "team_id", "user", "user_id", "bot_id", "url") if data.get(k)}
     if isinstance(client, FeishuClient | WeComClient | DingTalkClient):
         await client.tokens.get()  # a new client: its cache is empty, so this asks the vendor
         return {}
+    if isinstance(client, EmailClient):
+        security = binding.channel.features.get("imap_security")
+        return await client.check(security if security in ("ssl", "starttls", "plain") else None)
     raise DeliveryError(f"{client.platform} has no connection test", attempts=0)
 
 
