@@ -12,6 +12,7 @@ router.always_include_pinned              true     pinned spaces are always retr
 router.run_resurrection_before_new        true     match old spaces before creating one
 router.min_confidence                     0.70     below it a route is a NEW for a person to confirm
 router.time_window_minutes                90       facts this close in time to a space's weigh more
+router.embeddings                         false    semantic similarity too (needs the embeddings extra)
 lifecycle.dormant_after_hours             48       active -> dormant
 lifecycle.parked_after_days               7        dormant -> parked
 lifecycle.archive_after_days              30       parked -> archived
@@ -48,6 +49,7 @@ class SpaceSettings:
     run_resurrection_before_new: bool = True
     min_confidence: float = 0.70
     time_window_minutes: float = 90.0
+    embeddings: bool = False
     dormant_after_hours: float = 48.0
     parked_after_days: float = 7.0
     archive_after_days: float = 30.0

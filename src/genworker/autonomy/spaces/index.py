@@ -2,6 +2,9 @@
 title, entities and keywords, the strong anchors, which space holds which event, and a row per
 space with what retrieval, ranking, the lifecycle sweep and listings need (no file is opened).
 
+With an `embed` function (the `embeddings` extra, `router.embeddings: true`) each space also has a
+vector of its title and latest facts, for semantic similarity in ranking and resurrection.
+
 Derived and disposable, like the memory index: ``runtime/spaces/index.sqlite3`` is rebuilt from the
 space files when it is missing, corrupt or of another schema version. Every method is blocking.
 """
@@ -9,7 +12,9 @@ space files when it is missing, corrupt or of another schema version. Every meth
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,7 +26,16 @@ from genworker.autonomy.spaces.similarity import keywords
 from genworker.memory.derived import DerivedIndex, Progress
 from genworker.memory.index import fts_query, fts_text
 
-__all__ = ["INDEX_FILE", "INDEX_SCHEMA_VERSION", "IndexedSpace", "SpaceIndex", "card_of"]
+__all__ = [
+    "INDEX_FILE",
+    "INDEX_SCHEMA_VERSION",
+    "Embed",
+    "IndexedSpace",
+    "SpaceIndex",
+    "card_of",
+    "cosine",
+    "vector_text",
+]
 
 INDEX_FILE: Final = "index.sqlite3"
 INDEX_SCHEMA_VERSION: Final = 2
@@ -48,10 +62,15 @@ CREATE VIRTUAL TABLE IF NOT EXISTS spaces_fts USING fts5 (
 );
 CREATE TABLE IF NOT EXISTS anchors (anchor TEXT NOT NULL, space_id TEXT NOT NULL, PRIMARY KEY (anchor, space_id));
 CREATE TABLE IF NOT EXISTS events (event_id TEXT PRIMARY KEY, space_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors (space_id TEXT PRIMARY KEY, vec BLOB NOT NULL);
 """
 _LIVE = "review != 'merged'"
 _SEARCH_DEPTH = 8  # matches ranked per wanted one, before their state is looked at
 _TIMES = 64  # the latest facts' times kept for the time window
+_VECTOR_FACTS = 5  # a space's vector: its title and its latest facts
+_EMBED_BATCH = 64
+
+Embed = Callable[[Sequence[str]], list[list[float]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +86,18 @@ class IndexedSpace:
     keywords: tuple[str, ...]
     title: str
     times: tuple[float, ...] = ()  # when its latest facts happened, and the meetings they start at (epoch s)
+    vector: tuple[float, ...] | None = None  # normalised; with embeddings only
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Of two normalised vectors (the embedder's): their dot product, 0 for different sizes."""
+    if len(a) != len(b):
+        return 0.0
+    return math.fsum(x * y for x, y in zip(a, b, strict=True))
+
+
+def vector_text(space: ContextSpace) -> str:
+    return "\n".join([space.title, *(e.summary for e in space.evidence[-_VECTOR_FACTS:])])
 
 
 def card_of(space: ContextSpace) -> dict[str, Any]:
@@ -99,23 +130,47 @@ class SpaceIndex(DerivedIndex):
     SCHEMA_VERSION = INDEX_SCHEMA_VERSION
     SOURCE = "space files"
 
-    def __init__(self, path: Path, source: Callable[[], Iterable[ContextSpace]]) -> None:
+    def __init__(self, path: Path, source: Callable[[], Iterable[ContextSpace]], *, embed: Embed | None = None) -> None:
         super().__init__(path)
         self._source = source
+        self.embed = embed
 
     def _fill(self, conn: sqlite3.Connection, progress: Progress | None) -> int:
-        count = 0
+        count, batch = 0, []
         for space in self._source():
+            batch.append(space)
+            if len(batch) == _EMBED_BATCH:
+                count += self._put_all(conn, batch)
+                batch = []
+        return count + self._put_all(conn, batch)
+
+    def _put_all(self, conn: sqlite3.Connection, spaces: Sequence[ContextSpace]) -> int:
+        vectors = self._vectors(spaces)
+        for n, space in enumerate(spaces):
             self._put(conn, space)
-            count += 1
-        return count
+            if vectors is not None:
+                conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (space.space_id, vectors[n]))
+        return len(spaces)
+
+    def _vectors(self, spaces: Sequence[ContextSpace]) -> list[bytes] | None:
+        if self.embed is None or not spaces:
+            return None
+        return [array("f", v).tobytes() for v in self.embed([vector_text(s) for s in spaces])]
+
+    def query_vector(self, text: str) -> tuple[float, ...] | None:
+        """The embedding of a fact's text, None without embeddings."""
+        return tuple(self.embed([text])[0]) if self.embed is not None and text.strip() else None
 
     # -- writes ------------------------------------------------------------------------------
 
     def put(self, spaces: Sequence[ContextSpace]) -> None:
+        vectors = self._vectors(spaces)  # before the write transaction: the model takes milliseconds
+
         def op(conn: sqlite3.Connection) -> None:
-            for space in spaces:
+            for n, space in enumerate(spaces):
                 self._put(conn, space)
+                if vectors is not None:
+                    conn.execute("INSERT OR REPLACE INTO vectors VALUES (?, ?)", (space.space_id, vectors[n]))
 
         self._write(op)
 
@@ -203,8 +258,9 @@ class SpaceIndex(DerivedIndex):
         if not space_ids:
             return []
         sql = (
-            "SELECT space_id, state, pinned, last_active, due, entities, keywords, card, times FROM spaces"
-            f" WHERE space_id IN ({', '.join('?' * len(space_ids))})"
+            "SELECT s.space_id, state, pinned, last_active, due, entities, keywords, card, times, v.vec"
+            " FROM spaces s LEFT JOIN vectors v ON v.space_id = s.space_id"
+            f" WHERE s.space_id IN ({', '.join('?' * len(space_ids))})"
         )
         rows = {r[0]: r for r in self._guard(lambda c: c.execute(sql, tuple(space_ids)).fetchall())}
         return [_profile(rows[i]) for i in space_ids if i in rows]
@@ -263,4 +319,5 @@ def _profile(row: tuple[Any, ...]) -> IndexedSpace:
         keywords=tuple(json.loads(row[6])),
         title=json.loads(row[7])["title"],
         times=tuple(json.loads(row[8])),
+        vector=tuple(array("f", row[9])) if row[9] is not None else None,
     )

@@ -6,8 +6,9 @@ dormant spaces, and the recently active ones (within `recency_window_hours`). Ea
 its share — a quarter for pinned, half for matches, the rest for recent — and what one leaves
 unused goes to the others, matches first.
 
-`rank` orders them by `similarity` plus small boosts (pinned, recently active, due soon, and the
-time window) and keeps `llm_candidates_max` (12): the model never sees more.
+`rank` orders them by `similarity` (with embeddings, the larger of it and the cosine of the fact's
+and the space's vectors: a paraphrase sharing no word still ranks) plus small boosts (pinned,
+recently active, due soon, and the time window) and keeps `llm_candidates_max` (12): the model never sees more.
 
 The **time window** (`time_window_minutes`, 90) is the seed's cross-source alignment: facts close in
 time about the same things belong together. A space one of whose facts happened within the window
@@ -26,11 +27,11 @@ from datetime import datetime, timedelta
 from typing import Final
 
 from genworker.autonomy.spaces.config import SpaceSettings
-from genworker.autonomy.spaces.index import IndexedSpace, SpaceIndex
+from genworker.autonomy.spaces.index import IndexedSpace, SpaceIndex, cosine
 from genworker.autonomy.spaces.models import ContextEvent, SpaceState
 from genworker.autonomy.spaces.similarity import entity_cover, similarity, tokens, word_cover
 
-__all__ = ["OLD_STATES", "Ranked", "match_text", "rank", "retrieve", "window_boost"]
+__all__ = ["OLD_STATES", "Ranked", "match_text", "rank", "retrieve", "similar", "window_boost"]
 
 OLD_STATES: Final = (SpaceState.DORMANT, SpaceState.PARKED, SpaceState.ARCHIVED)
 _CURRENT: Final = (SpaceState.ACTIVE, SpaceState.DORMANT)
@@ -68,12 +69,27 @@ def retrieve(index: SpaceIndex, event: ContextEvent, s: SpaceSettings, now: date
     return list(chosen)
 
 
-def rank(profiles: Sequence[IndexedSpace], event: ContextEvent, s: SpaceSettings, now: datetime) -> list[Ranked]:
+def similar(p: IndexedSpace, event: ContextEvent, words: Sequence[str], query: Sequence[float] | None) -> float:
+    """How much the fact is about the space: words and entities, or its meaning when both have vectors."""
+    score = similarity(event.entities, words, p.entities, p.keywords)
+    if query is not None and p.vector is not None:
+        score = max(score, cosine(query, p.vector))
+    return score
+
+
+def rank(
+    profiles: Sequence[IndexedSpace],
+    event: ContextEvent,
+    s: SpaceSettings,
+    now: datetime,
+    query: Sequence[float] | None = None,
+) -> list[Ranked]:
+    """`query`: the fact's vector, with embeddings."""
     words = tokens(event.summary)
     window = s.recency_window.total_seconds() or 1.0
     scored = []
     for p in profiles:
-        score = similarity(event.entities, words, p.entities, p.keywords)
+        score = similar(p, event, words, query)
         if p.pinned:
             score += _PINNED_BOOST
         idle = max((now - p.last_active).total_seconds(), 0.0)

@@ -26,8 +26,8 @@ from genworker.autonomy.spaces.chooser import Choice
 from genworker.autonomy.spaces.config import SpaceSettings
 from genworker.autonomy.spaces.index import IndexedSpace, SpaceIndex
 from genworker.autonomy.spaces.models import ContextEvent, SpaceState
-from genworker.autonomy.spaces.retrieval import OLD_STATES, match_text, rank, retrieve
-from genworker.autonomy.spaces.similarity import similarity, tokens
+from genworker.autonomy.spaces.retrieval import OLD_STATES, match_text, rank, retrieve, similar
+from genworker.autonomy.spaces.similarity import tokens
 
 __all__ = ["Anchored", "Chooser", "Chosen", "ContextSpaceRouter", "CreateNew", "Resurrect", "Routing"]
 
@@ -95,9 +95,10 @@ class ContextSpaceRouter:
         anchored = self._anchor(index, event)
         if anchored is not None:
             return anchored
-        ranked = rank(index.profiles(retrieve(index, event, s, now)), event, s, now)
+        query = index.query_vector(event.summary)
+        ranked = rank(index.profiles(retrieve(index, event, s, now)), event, s, now, query)
         if not ranked:
-            return self._before_new(index, event, s, CreateNew(False, 1.0, "no candidate space"))
+            return self._before_new(index, event, s, CreateNew(False, 1.0, "no candidate space"), query)
         return [p for p, _ in ranked]
 
     def _anchor(self, index: SpaceIndex, event: ContextEvent) -> Routing | None:
@@ -135,16 +136,17 @@ class ContextSpaceRouter:
         return self._before_new(index, event, s, CreateNew(pending, choice.confidence, choice.reason, shown=shown))
 
     @staticmethod
-    def _before_new(index: SpaceIndex, event: ContextEvent, s: SpaceSettings, new: CreateNew) -> Routing:
+    def _before_new(
+        index: SpaceIndex, event: ContextEvent, s: SpaceSettings, new: CreateNew, query: Sequence[float] | None = None
+    ) -> Routing:
         """Resurrection before NEW: the most similar old space, when similar enough."""
         if not s.resurrects:
             return new
         old = index.profiles(index.search(match_text(event), OLD_STATES, s.retrieval_candidates_max))
         words = tokens(event.summary)
-        best = max(
-            ((similarity(event.entities, words, p.entities, p.keywords), p.space_id) for p in old),
-            default=None,
-        )
+        if query is None:
+            query = index.query_vector(event.summary)
+        best = max(((similar(p, event, words, query), p.space_id) for p in old), default=None)
         if best is None or best[0] < s.resurrection_similarity_threshold:
             return new
         score, space_id = best

@@ -38,7 +38,7 @@ from genworker.autonomy.spaces.evidence import evidence_score, fresh_evidence, m
 from genworker.autonomy.spaces.facts import event_from_item
 from genworker.autonomy.spaces.file_event_log import FileEventLog
 from genworker.autonomy.spaces.file_store import FileSpaceStore
-from genworker.autonomy.spaces.index import SpaceIndex
+from genworker.autonomy.spaces.index import Embed, SpaceIndex
 from genworker.autonomy.spaces.lifecycle import DEADLINE_GRACE, join, new_space, resurrect, settle
 from genworker.autonomy.spaces.merging import duplicates_of
 from genworker.autonomy.spaces.models import ContextEvent, ContextSpace, Review, SpaceState, TaskCandidate
@@ -114,8 +114,10 @@ class SpaceService:
         durable: bool = True,
         store: SpaceStore | None = None,
         log: EventLog | None = None,
+        embed: Embed | None = None,
     ) -> None:
-        """Files under `workspace` unless a `store` and `log` are given (Redis, in the shared profile)."""
+        """Files under `workspace` unless a `store` and `log` are given (Redis, in the shared profile);
+        `embed` (the embeddings extra) for the workers whose `router.embeddings` is on."""
         self.workspace = workspace
         self.router = router
         self.settings_of = settings_of
@@ -123,6 +125,7 @@ class SpaceService:
         self.clock = clock
         self.store: SpaceStore = store if store is not None else FileSpaceStore(workspace, durable=durable)
         self.log: EventLog = log if log is not None else FileEventLog(workspace, durable=durable)
+        self.embed = embed
         self._workers: dict[tuple[str, str], _Worker] = {}
 
     # -- parts -------------------------------------------------------------------------------
@@ -132,7 +135,12 @@ class SpaceService:
         found = self._workers.get(key)
         if found is None:
             path = self.store.index_path(tenant_id, worker_id)
-            index = SpaceIndex(path, lambda: self.store.all(tenant_id, worker_id))
+            embed = self.embed if self.settings_of(tenant_id, worker_id).embeddings else None
+            if embed is None and self.settings_of(tenant_id, worker_id).embeddings:
+                log.warning(
+                    "[Spaces] %s/%s: router.embeddings is on without the embeddings extra", tenant_id, worker_id
+                )
+            index = SpaceIndex(path, lambda: self.store.all(tenant_id, worker_id), embed=embed)
             found = self._workers[key] = _Worker(index)
         return found
 

@@ -15,6 +15,7 @@ from genworker.autonomy.spaces.redis_store import RedisEventLog, RedisSpaceStore
 from genworker.autonomy.spaces.router import ContextSpaceRouter
 from genworker.autonomy.spaces.service import RunOpen, SpaceService
 from genworker.llm.client import LLMClient
+from genworker.memory.embeddings import MiniLMEmbedder, embeddings_available
 from genworker.worker.lifecycle import TaskLifecycle
 from genworker.worker.lifecycle.errors import TaskFileError, TaskNotFound
 from genworker.worker.task import RunRef
@@ -40,6 +41,13 @@ def build_spaces(
     """Files under the workspace, or Redis when the profile shares one."""
     router = ContextSpaceRouter(SpaceChooser(llm))
     shared = (RedisSpaceStore(redis), RedisEventLog(redis)) if redis is not None else (None, None)
+    embed = MiniLMEmbedder() if embeddings_available() else None  # loads its model on first use only
     return SpaceService(
-        workspace, router, registry_settings(registry), run_open=run_open_in(tasks), store=shared[0], log=shared[1]
+        workspace,
+        router,
+        registry_settings(registry),
+        run_open=run_open_in(tasks),
+        store=shared[0],
+        log=shared[1],
+        embed=embed,
     )

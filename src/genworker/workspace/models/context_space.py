@@ -38,6 +38,7 @@ class RouterOverrides(Model):
     output_schema: Literal["strict_space_id_or_new"] | None = None
     min_confidence: float | None = Field(default=None, ge=0.0, le=1.0)
     time_window_minutes: float | None = Field(default=None, gt=0, le=24 * 60)  # genworker's: the seed's 30-90 min
+    embeddings: bool | None = None  # genworker's: semantic similarity too (the embeddings extra)
 
     @field_validator("allow_unbounded_space_store", mode="before")
     @classmethod
