@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -88,3 +89,36 @@ async def test_a_scan_loop_cancelled_as_it_is_stopped_ends_cancelled(store: Wait
     loop.cancel()  # ... and someone cancels the loop in that same step
     await asyncio.wait_for(stopping, 10)
     assert loop.cancelled()
+
+
+async def test_a_timeout_whose_scanner_died_midway_is_done_again_by_the_owner_in_a_sweep(store: WaitingStore) -> None:
+    """A scan gates a due plan and then does its step (remind, escalate, close); when its process
+    dies in between, the plan would stay GATED, out of the brief. The worker's owner does the step
+    again at its next sweep for stopped instances, once."""
+    outcomes: list[tuple[str, str]] = []
+
+    async def told(plan: WaitingPlan, outcome: str) -> None:
+        outcomes.append((plan.plan_id, outcome))
+
+    owned = {("acme", "mine")}
+    service = WaitingService(store, lambda _plan: asyncio.sleep(0), on_timeout=told, clock=lambda: T0, owner="rt_me")
+    for plan_id, worker, on_timeout in [("remind", "mine", "remind"), ("shut", "mine", "close"),
+                                        ("theirs", "theirs", "close"), ("esc", "mine", "escalate")]:  # fmt: skip
+        await store.add(dataclasses.replace(plan(plan_id, worker), on_timeout=on_timeout))
+    later = T0 + timedelta(minutes=6)
+    gated = await store.expire_due(later, gater="rt_dead")  # ... and then its process died
+    assert {p.gater for p in gated} == {"rt_dead"}
+    dead: Callable[[str], bool] = lambda _instance: False  # noqa: E731
+    workers = [("acme", "mine"), ("acme", "theirs")]
+    await service.start(only=lambda tenant, worker: (tenant, worker) in owned)  # its loop finds nothing due at T0
+    try:
+        assert await service.recover(workers, dead) == []  # at start-up: left to the sweeps
+        assert await service.recover(workers, lambda _instance: True, at_start=False) == []  # its scanner lives
+        redone = await service.recover(workers, dead, at_start=False)
+        assert sorted((p.plan_id, p.state) for p in redone) == [("esc", "gated"), ("remind", "waiting"),
+                                                                ("shut", "closed")]  # fmt: skip
+        assert await service.recover(workers, dead, at_start=False) == []  # once: escalated, it has no gater
+    finally:
+        await service.stop()
+    assert sorted(outcomes) == [("esc", "escalate"), ("remind", "remind"), ("shut", "close")]
+    assert [p.state for p in await store.list("acme", "theirs")] == ["gated"]  # its owner's to do

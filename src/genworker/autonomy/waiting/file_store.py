@@ -104,8 +104,10 @@ class FileWaitingStore:
     ) -> list[WaitingPlan]:
         return await asyncio.to_thread(self.resume_sync, tenant_id, match_key, event_id, now, event=event, gater=gater)
 
-    async def expire_due(self, now: datetime, limit: int = 1000, *, only: Owned | None = None) -> list[WaitingPlan]:
-        return await asyncio.to_thread(self.expire_due_sync, now, limit, only)
+    async def expire_due(
+        self, now: datetime, limit: int = 1000, *, only: Owned | None = None, gater: str | None = None
+    ) -> list[WaitingPlan]:
+        return await asyncio.to_thread(self.expire_due_sync, now, limit, only, gater)
 
     async def transition(
         self, tenant_id: str, worker_id: str, plan_id: str, expected: WaitState, to: WaitState, **changes: Any
@@ -160,7 +162,7 @@ class FileWaitingStore:
         return woken
 
     def expire_due_sync(
-        self, now: datetime, limit: int = 1000, only: Owned | None = None
+        self, now: datetime, limit: int = 1000, only: Owned | None = None, gater: str | None = None
     ) -> builtins.list[WaitingPlan]:
         expired: list[WaitingPlan] = []
         tenants = self._root / "tenants"
@@ -184,14 +186,16 @@ class FileWaitingStore:
                             (folder / bucket / f"{worker_id}{_SEP}{plan_id}").unlink(missing_ok=True)
                         elif plan.expires_at <= now:
                             found.append(plan)
-                expired.extend(self._gate_many(found, now))
+                expired.extend(self._gate_many(found, now, gater))
                 for bucket in due:
                     _rmdir_quietly(folder / bucket)
         return expired
 
-    def _gate_many(self, plans: builtins.list[WaitingPlan], now: datetime) -> builtins.list[WaitingPlan]:
+    def _gate_many(
+        self, plans: builtins.list[WaitingPlan], now: datetime, gater: str | None = None
+    ) -> builtins.list[WaitingPlan]:
         """Timeouts in a batch: each plan file fsynced, each folder once, then the markers go."""
-        moved = [plan.moved("gated", now, gated_by="timeout") for plan in plans]
+        moved = [plan.moved("gated", now, gated_by="timeout", gater=gater) for plan in plans]
         folders = set()
         for plan in moved:
             path = self._plan_path(*plan.key)

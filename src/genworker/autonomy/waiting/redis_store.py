@@ -83,7 +83,8 @@ return out
 """
 )
 
-# Times out one plan key of the expiry set KEYS[1]. ARGV: now score, now iso, (limit), key-set prefix.
+# Times out one plan key of the expiry set KEYS[1]. ARGV: now score, now iso, (limit), key-set prefix,
+# the scanning instance or ''.
 _EXPIRE_ONE: Final = (
     _GATE
     + """
@@ -94,14 +95,14 @@ local function expire(key, out)
     local doc = cjson.decode(raw)
     if doc['state'] == 'waiting' then
       redis.call('SREM', ARGV[4] .. doc['tenant_id'] .. ':waiting:key:' .. doc['match_key'], key)
-      table.insert(out, gate(key, doc, 'timeout', '', ARGV[2], '', ''))
+      table.insert(out, gate(key, doc, 'timeout', '', ARGV[2], '', ARGV[5]))
     end
   end
 end
 """
 )
 
-# KEYS: expiry. ARGV: now score, now iso, limit, key-set prefix ({prefix}:).
+# KEYS: expiry. ARGV: now score, now iso, limit, key-set prefix ({prefix}:), scanning instance or ''.
 _EXPIRE: Final = (
     _EXPIRE_ONE
     + """
@@ -230,8 +231,11 @@ class RedisWaitingStore:
         out = await self._resume(keys=keys, args=args)
         return [self._decode(raw, keys[0]) for raw in cast(list[bytes], out)]
 
-    async def expire_due(self, now: datetime, limit: int = 1000, *, only: Owned | None = None) -> list[WaitingPlan]:
-        args: list[str | float] = [now.timestamp(), now.astimezone(UTC).isoformat(), limit, f"{self._prefix}:"]
+    async def expire_due(
+        self, now: datetime, limit: int = 1000, *, only: Owned | None = None, gater: str | None = None
+    ) -> list[WaitingPlan]:
+        iso = now.astimezone(UTC).isoformat()
+        args: list[str | float] = [now.timestamp(), iso, limit, f"{self._prefix}:", gater or ""]
         if only is None:
             out = await self._expire(keys=[self._expiry], args=args)
         else:  # the due plans of the workers `only` accepts, by the ids in their keys

@@ -16,7 +16,9 @@ start-up `recover` restarts the resume of RUNNING plans whose instance holds no 
 resume is idempotent: a continuation that exists is not run again), claims and starts the plans
 left GATED by an event or a manual resume (not waiting for a person) whose gater holds no live
 lease, and hands every CANCELLED / CLOSED plan to `on_end` again, so `on_end` hears each plan at
-least once and must be idempotent.
+least once and must be idempotent. A timeout records its scanner as `gater` too (cleared once an
+escalation is announced): a sweep while running does the step again for a plan whose scanner
+stopped between gating it and its step, for the workers this process owns.
 """
 
 from __future__ import annotations
@@ -219,7 +221,7 @@ class WaitingService:
         """Handle every wait that timed out by `now` (default: the clock's now); returns the plans
         after their timeout step."""
         now = now or self._clock()
-        due = await self.store.expire_due(now, limit, only=self._only)
+        due = await self.store.expire_due(now, limit, only=self._only, gater=self.owner)
         handled = [await self._timed_out(plan, now) for plan in due]
         self.last_scan = {"at": now.isoformat(), "expired": len(handled)}
         return handled
@@ -247,6 +249,9 @@ class WaitingService:
         await self.on_timeout(plan, outcome)
         if outcome == "close":
             await self.on_end(plan, end_reason(plan))
+        elif outcome == "escalate" and plan.gater is not None:  # escalated: no gater left to recover for
+            with contextlib.suppress(WaitingTransitionError):  # a person moved it on meanwhile
+                plan = await self.store.transition(*plan.key, "gated", "gated", now=now, gater=None)
         return plan
 
     # -- restarts ---------------------------------------------------------------------------------
@@ -259,7 +264,9 @@ class WaitingService:
         event or by hand, not held for a person). At start-up also delete ended plans older than
         `retention_s` and end the parked runs of CANCELLED / CLOSED plans again (a crash may have
         come between the two steps); the lease sweep (`at_start=False`, while this process runs)
-        only restarts and starts. Returns the restarted and started plans."""
+        restarts and starts, and does again the timeout step of GATED plans a stopped instance's scan
+        left halfway (for the workers this process owns). Returns the plans restarted, started or
+        timed out again."""
         restarted: list[WaitingPlan] = []
         lives: dict[str, bool] = {}
         horizon = self._clock() - timedelta(seconds=self.retention_s)
@@ -281,6 +288,9 @@ class WaitingService:
                 elif plan.state == "gated" and await self._left_gated(plan, alive, lives, at_start):
                     if (running := await self._claim(plan)) is not None:
                         restarted.append(running)
+                elif plan.state == "gated" and not at_start and await self._timeout_left(plan, alive, lives):
+                    with contextlib.suppress(WaitingTransitionError):  # moved on meanwhile
+                        restarted.append(await self._timed_out(plan, self._clock()))
                 elif at_start and plan.state in ("cancelled", "closed"):
                     await self._end_again(plan)
         if restarted:
@@ -296,6 +306,18 @@ class WaitingService:
         confirmation) and the instance that gated it will not start it: a stopped one, or none."""
         if plan.gated_by not in ("event", "manual") or plan.requires_confirmation:
             return False
+        return await self._gater_gone(plan, alive, lives, at_start)
+
+    async def _timeout_left(self, plan: WaitingPlan, alive: Alive, lives: dict[str, bool]) -> bool:
+        """Whether GATED `plan` was timed out by a scan whose instance stopped before the plan's
+        step (remind, escalate, close) was done; only the worker's owner does it again, in a sweep."""
+        if plan.gated_by != "timeout" or plan.gater is None:  # None: escalated, or by a build before gater
+            return False
+        if self._only is not None and not self._only(plan.tenant_id, plan.worker_id):
+            return False
+        return await self._gater_gone(plan, alive, lives, at_start=False)
+
+    async def _gater_gone(self, plan: WaitingPlan, alive: Alive, lives: dict[str, bool], at_start: bool) -> bool:
         if plan.gater == self.owner:  # while this process runs, it is between its own two steps
             return at_start
         return not await self._alive(plan.gater, alive, lives)

@@ -41,9 +41,12 @@ class WaitingStore(Protocol):
         """Move every WAITING plan of `match_key` to GATED (gated_by event) with the event's payload
         and the instance that gated them (`gater`); only this caller gets them."""
 
-    async def expire_due(self, now: datetime, limit: int = 1000, *, only: Owned | None = None) -> list[WaitingPlan]:
-        """Move WAITING plans whose wait ended by `now` to GATED (gated_by timeout), across tenants;
-        with `only`, just the plans of the workers it accepts (tenant, worker): the others stay due."""
+    async def expire_due(
+        self, now: datetime, limit: int = 1000, *, only: Owned | None = None, gater: str | None = None
+    ) -> list[WaitingPlan]:
+        """Move WAITING plans whose wait ended by `now` to GATED (gated_by timeout, `gater` the
+        scanning instance), across tenants; with `only`, just the plans of the workers it accepts
+        (tenant, worker): the others stay due."""
 
     async def transition(
         self, tenant_id: str, worker_id: str, plan_id: str, expected: WaitState, to: WaitState, **changes: Any
