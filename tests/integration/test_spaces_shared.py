@@ -131,3 +131,18 @@ async def test_two_runtimes_route_into_the_same_spaces_without_losing_an_update(
 
     for n in range(2):  # nothing went to the files
         assert not spaces_dir(tmp_path / f"ws{n}", "acme", "alice").exists()
+
+
+async def test_an_index_follows_a_redis_that_lost_its_data(
+    runtimes: tuple[SpaceService, SpaceService], redis_url: str, redis_prefix: str, model_server: ScriptedModelServer
+) -> None:
+    a, b = runtimes
+    model_server.expect(Respond(choose, text="choose_space"))
+    for n in range(3):
+        await a.absorb(fact(n, issue=700 + n, title=f"Billing export {n} is empty"))
+    assert len(await a.cards("acme", "alice")) == 3
+    with Redis.from_url(redis_url) as client:  # a restart without persistence
+        client.delete(*client.scan_iter(match=f"{redis_prefix}:*"))
+    assert space_of(await b.absorb(fact(9))) == "SPACE_1"
+    (card,) = await a.cards("acme", "alice")  # a's index is rebuilt: no space that is gone
+    assert card["space_id"] == "SPACE_1" and card["title"].startswith("Login 500")

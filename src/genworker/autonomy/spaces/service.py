@@ -150,8 +150,8 @@ class SpaceService:
         with state.syncing:
             changed = self.store.changed_since(tenant_id, worker_id, state.mark)
             if changed is not None:
-                first, (state.mark, space_ids) = state.mark is None, changed
-                if first:
+                last, (state.mark, space_ids) = state.mark, changed
+                if last is None or state.mark < last:  # first use, or a Redis that lost its data
                     state.index.rebuild()
                 elif space_ids:
                     state.index.put(list(self._readable(tenant_id, worker_id, space_ids)))
