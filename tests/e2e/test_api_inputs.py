@@ -195,6 +195,11 @@ ROUTES = [
     ("POST", "/api/v1/workers/{worker_id}/learning/versions/{version}/apply"),
     ("POST", "/api/v1/workers/{worker_id}/learning/rollback"),
     ("POST", "/api/v1/workers/{worker_id}/learning/unfreeze"),
+    ("POST", "/api/v1/workers/{worker_id}/memory/candidates"),
+    ("GET", "/api/v1/workers/{worker_id}/memory/candidates"),
+    ("POST", "/api/v1/workers/{worker_id}/memory/candidates/{candidate_id}/promote"),
+    ("GET", "/api/v1/workers/{worker_id}/memory/facts"),
+    ("POST", "/api/v1/workers/{worker_id}/memory/facts/{fact_id}/rollback"),
 ]
 INVALID = {
     "too-long": "x" * 300,

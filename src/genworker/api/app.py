@@ -46,6 +46,7 @@ from genworker.api.routes import experiments as experiment_routes
 from genworker.api.routes import goals as goal_routes
 from genworker.api.routes import im_config as im_config_routes
 from genworker.api.routes import learning as learning_routes
+from genworker.api.routes import memory_learning as memory_learning_routes
 from genworker.api.routes import metrics as metrics_routes
 from genworker.api.routes import outbox as outbox_routes
 from genworker.api.routes import service as service_routes
@@ -118,6 +119,7 @@ def create_app(settings: Settings | None = None, *, freeze_gc: bool = False) -> 
     app.include_router(suggestion_routes.router)
     app.include_router(conflict_routes.router)
     app.include_router(learning_routes.router)
+    app.include_router(memory_learning_routes.router)
     app.include_router(ops.router)
     app.include_router(autonomy.router)
     app.include_router(duties.router)

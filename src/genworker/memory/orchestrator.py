@@ -130,12 +130,12 @@ class MemoryOrchestrator:
 
 
 def _mark_conflicts(hits: list[MemoryHit]) -> list[MemoryHit]:
-    """Preferences and decisions with one key but different values in several layers: both are
+    """Preferences, decisions and promoted facts with one key but different values in several layers: both are
     kept and flagged, the higher layer never silently overriding the lower one."""
     values: dict[str, set[str]] = {}
     for hit in hits:
         key = hit.metadata.get("key")
-        if key and hit.kind in ("preference", "decision"):
+        if key and hit.kind in ("preference", "decision", "fact"):
             values.setdefault(f"{hit.kind}:{key}", set()).add(hit.text)
     if not any(len(v) > 1 for v in values.values()):
         return hits

@@ -39,6 +39,7 @@ from genworker.memory.models import (
 )
 from genworker.memory.orchestrator import MemoryOrchestrator, MemoryProvider, ProviderIssue, RecallResult
 from genworker.memory.preferences import Evidence, Statement, StatementsProvider, StatementStore
+from genworker.memory.promotion import FactsProvider, FactStore
 from genworker.memory.redaction import looks_like_error, redact_for_memory
 from genworker.memory.store import OwnerMemory
 from genworker.write_journal import DIRECT, DurableFiles
@@ -84,7 +85,12 @@ class MemoryService:
         self._indexing: set[asyncio.Future[None]] = set()  # learn_later's, until their run is in the index
         self._learning: set[asyncio.Task[None]] = set()  # learn_later's, until done (extraction included)
         self.orchestrator = MemoryOrchestrator(
-            (LocalIndexProvider(self), StatementsProvider(self._statement_stores), *providers),
+            (
+                LocalIndexProvider(self),
+                StatementsProvider(self._statement_stores),
+                FactsProvider(self._fact_stores),
+                *providers,
+            ),
             timeout_s=self.config.timeout_s,
         )
 
@@ -131,6 +137,13 @@ class MemoryService:
 
     def _statement_stores(self, binding: MemoryBinding) -> list[StatementStore]:
         return [self.statements(binding.tenant_id, binding.worker_id, k) for k in ("preference", "decision")]
+
+    def _fact_stores(self, binding: MemoryBinding) -> list[FactStore]:
+        """Promoted facts (memory/promotion.py): the worker's (duty, worker scope) and the tenant's."""
+        return [
+            FactStore(self._memory_dir(binding.tenant_id, binding.worker_id)),
+            FactStore(tenant_memory_dir(self.root, binding.tenant_id)),
+        ]
 
     def candidates(self, tenant_id: str, worker_id: str) -> CandidateStore:
         return CandidateStore(self._memory_dir(tenant_id, worker_id))

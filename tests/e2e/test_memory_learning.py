@@ -1,0 +1,125 @@
+"""Learning through evaluation over real HTTP with the scripted model (issue #33): a candidate filed
+from a run is refused promotion without a passing evaluation, is promoted with its provenance after a
+replay passed, then reaches the next run's context; a conflicting later promotion keeps both facts in
+time; a rollback brings the earlier fact back; all of it survives a restart, and another tenant sees
+none of it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+from tests.e2e.test_chat_api import chat, key, serve
+
+from genworker.testing import Reply, ScriptedModelServer
+from genworker.testing.live_server import LiveServer
+
+
+@pytest.fixture
+def workspace(small_workspace: Callable[..., Path]) -> Path:
+    return small_workspace({"acme": ["alice"], "globex": ["gina"]})
+
+
+class Api:
+    def __init__(self, server: LiveServer, api_key: str) -> None:
+        self.server, self.api_key = server, api_key
+        self.base = server.url + "/api/v1/workers/alice/memory"
+        self.auth = {"Authorization": f"Bearer {api_key}"}
+
+    def run(self, message: str) -> str:
+        events = chat(self.server, self.api_key, {"worker_id": "alice", "message": message})
+        assert events[-1]["result"]["outcome"] == "completed", events[-1]
+        return str(events[-1]["runId"])
+
+    def post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
+        return httpx.post(self.base + path, json=body, headers=self.auth, timeout=30)
+
+    def get(self, path: str, **params: str) -> Any:
+        answer = httpx.get(self.base + path, params=params, headers=self.auth, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+
+def _replay(run_id: str) -> dict[str, Any]:
+    return {"kind": "replay", "run_id": run_id}
+
+
+def test_a_candidate_is_promoted_only_after_evaluation_kept_in_time_and_rolled_back(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(
+        Reply("Noted: CC finance on invoices over 10k."),
+        Reply("Invoice sent, finance in CC."),
+        Reply("Noted: the limit is 5k now."),
+        Reply("Sent with finance in CC."),
+    )
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        api = Api(server, api_key)
+        first_run = api.run("From now on CC finance on invoices over 10k")
+        filed = api.post("/candidates", {"run_id": first_run, "text": "CC finance on invoices over 10k", "key": "cc"})
+        assert filed.status_code == 201, filed.text
+        first = filed.json()["candidate"]
+        assert first["provenance"]["run_id"] == first_run and filed.json()["level"] == "run"
+        promote = f"/candidates/{first['candidate_id']}/promote"
+        error = api.post("/candidates", {"run_id": first_run, "text": "Error: upstream timed out", "key": "x"})
+        assert (error.status_code, error.json()["error"]["code"]) == (400, "refused_as_memory")
+        twice = api.post("/candidates", {"run_id": first_run, "text": "cc finance on invoices over 10k.", "key": "cc"})
+        assert (twice.status_code, twice.json()["error"]["code"]) == (409, "candidate_exists")
+
+        refused = api.post(promote, {"to": "worker"})  # no evaluation: the gate refuses
+        assert (refused.status_code, refused.json()["error"]["code"]) == (409, "evaluation_required")
+        own = api.post(promote, {"to": "worker", "evaluation": _replay(first_run)})
+        assert (own.status_code, own.json()["error"]["code"]) == (409, "evaluation_failed")
+        assert api.post(promote, {"to": "worker", "evaluation": _replay("run_nope")}).status_code == 404
+        assert api.get("/facts")["facts"] == []  # nothing promoted by a refusal
+
+        replay = api.run("Send the ACME invoice of 12k")
+        promoted = api.post(promote, {"to": "worker", "evaluation": _replay(replay)})
+        assert promoted.status_code == 200, promoted.text
+        old = promoted.json()["fact"]
+        assert (old["scope"], old["key"], old["status"]) == ("worker:alice", "cc", "active")
+        assert old["provenance"]["run_id"] == first_run and old["provenance"]["evaluation"]["ref"] == replay
+        assert old["provenance"]["supervisor"]["state"] == "unsupervised"
+        assert old["provenance"]["promoted_by"].startswith("key:")
+
+        later_run = api.run("Make it 5k: CC finance on invoices over 5k")
+        body = {"run_id": later_run, "text": "CC finance on invoices over 5k", "key": "cc"}
+        second = api.post("/candidates", body).json()["candidate"]
+        new = api.post(f"/candidates/{second['candidate_id']}/promote", {"to": "worker", "evaluation": _replay(replay)})
+        assert new.status_code == 200, new.text
+        new_fact = new.json()["fact"]
+        history = {f["fact_id"]: f for f in api.get("/facts", key="cc")["facts"]}
+        assert history[old["fact_id"]]["status"] == "superseded"  # kept, not overwritten
+        assert history[old["fact_id"]]["valid_to"] == new_fact["valid_from"]
+        assert new_fact["supersedes"] == [old["fact_id"]]
+
+        api.run("Send the Globex invoice of 7k")  # the promoted fact reaches the next run's context
+        context = json.dumps(model_server.requests[-1]["messages"])
+        assert "over 5k" in context and "over 10k" not in context
+
+        rolled = api.post(f"/facts/{new_fact['fact_id']}/rollback")
+        assert rolled.status_code == 200 and rolled.json()["fact"]["status"] == "rolled_back"
+        again = api.post(f"/facts/{new_fact['fact_id']}/rollback")
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "not_active")
+        other = httpx.get(server.url + "/api/v1/workers/alice/memory/facts", headers=_key(workspace, "globex"))
+        assert other.status_code == 404  # another tenant's key does not reach the worker
+
+    with serve(tmp_path, workspace, model_server) as server:  # a restart reads the same history
+        api = Api(server, api_key)
+        history = {f["fact_id"]: f for f in api.get("/facts")["facts"]}
+        candidates = {c["candidate_id"]: c for c in api.get("/candidates")["candidates"]}
+    assert (history[old["fact_id"]]["status"], history[old["fact_id"]]["valid_to"]) == ("active", None)
+    assert history[new_fact["fact_id"]]["status"] == "rolled_back"
+    assert (candidates[first["candidate_id"]]["level"], candidates[first["candidate_id"]]["next"]) == (
+        "worker", "tenant",
+    )  # fmt: skip
+    assert candidates[second["candidate_id"]]["level"] == "run"  # rolled back: evaluated again to climb
+
+
+def _key(workspace: Path, tenant: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key(workspace, tenant)}"}
