@@ -24,6 +24,7 @@ from genworker.autonomy.spaces.similarity import keywords, similarity
 __all__ = ["duplicates_of"]
 
 _WORDS: Final = 40
+_SEARCH_WORDS: Final = 10  # the full-text query: top words and latest entities (BM25 cost grows with terms)
 
 
 def _number(space_id: str) -> int:
@@ -38,7 +39,7 @@ def duplicates_of(index: SpaceIndex, space: ContextSpace, s: SpaceSettings, now:
     if not (s.merge_duplicates and young and space.review == "confirmed"):
         return []
     words = keywords([space.title, *(e.summary for e in space.evidence)], _WORDS)
-    text = " ".join([*words, *(e.partition(":")[2] for e in space.entity_set)])
+    text = " ".join([*words[:_SEARCH_WORDS], *(e.partition(":")[2] for e in space.entity_set[-_SEARCH_WORDS:])])
     found = index.search(text, tuple(SpaceState), s.retrieval_candidates_max)
     older = [i for i in found if _number(i) < _number(space.space_id) and not merge_reverted(space, i)]
     scored = [(p.space_id, similarity(space.entity_set, words, p.entities, p.keywords)) for p in index.profiles(older)]
