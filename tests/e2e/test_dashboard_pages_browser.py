@@ -41,7 +41,7 @@ MEMORIES = (
     ("duty:inbox-triage", "Invoices from Acme", "Invoices from Acme go to the finance folder, never to Dana."),
     ("conversation:th-1", "Board meeting", "Dana asked for the board pack two days before the meeting."),
 )
-ROUTES = ("autonomy", "timeline", "memory")  # GET /api/v1/workers/{w}/dashboard/{route}
+ROUTES = ("autonomy", "timeline", "memory", "supervision")  # GET /api/v1/workers/{w}/dashboard/{route}
 DUE_SOON = (datetime.now(UTC) + timedelta(days=3)).date()
 GOAL = (
     "---\ngoal_id: board-pack\ntitle: Board pack ready\nstatus: active\npriority: high\n"
@@ -149,6 +149,14 @@ def pages(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) ->
             day = policy["interruption_budget"]["day"]
             for n in range(2):
                 briefs.take_interruption("demo", "assistant", day, 3, f"item-{n}")
+            watch = {
+                "schema_version": 1,
+                "attach": {"all": True},
+                "stop_on_text": ["attention"],
+                "on_violation": "warn",
+            }
+            put = httpx.put(server.url + "/api/v1/workers/assistant/supervisors/watch-all", json=watch, headers=auth)
+            assert put.status_code == 200, put.text
             beat = httpx.post(
                 server.url + "/api/v1/workers/assistant/heartbeat/run?wait=true", headers=auth, timeout=60
             )
@@ -312,6 +320,34 @@ def test_decision_log_policy_versions_apply_and_roll_back(page: Any, pages: Page
     assert [s["step"] for s in steps[:2]] == ["rolled_back", "applied"]
 
 
+def test_supervision_policies_records_and_mark_as_looked_at(page: Any, pages: Pages) -> None:
+    from playwright.sync_api import expect
+
+    from_worker_page(page, pages, "Supervision", "supervision")
+    view = page.locator("#view-supervision")
+    policies = view.locator("table.supervisor-policies")
+    expect(policies).to_contain_text("supervisors/watch-all.json")
+    expect(policies).to_contain_text("every run")
+    expect(policies).to_contain_text("on a violation: warning")
+    attention = view.locator("table.supervision-attention")
+    row = attention.locator("tr", has_text=pages.heartbeat_run)
+    expect(row.locator("td[data-label='State']")).to_have_text(
+        "Paused"
+    )  # a stop condition stops, whatever on_violation
+    expect(row).to_contain_text("Stopped Stop condition: the answer contains 'attention' (watch-all)")
+    expect(view.locator(".stat", has_text="Paused").locator(".stat-value")).to_have_text("1")
+    assert raw_badges(page) == []
+    assert page.evaluate(A11Y_PROBLEMS) == []
+    doc_shot(page, "supervision", full_page=True)
+
+    row.get_by_role("button", name=f"Mark as looked at: {pages.heartbeat_run}").click()
+    expect(page.locator("#status")).to_contain_text("marked as looked at")
+    expect(view.locator("table.supervision-attention")).to_have_count(0)
+    expect(view.locator("table.supervision-records tr", has_text=pages.heartbeat_run)).to_contain_text("Resolved")
+    record = page.request.get(f"{pages.url}/api/v1/workers/assistant/runs/{pages.heartbeat_run}/supervision").json()
+    assert record["state"] == "resolved" and record["resolved_by"].startswith("key:")
+
+
 def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: Pages) -> None:
     from playwright.sync_api import expect
 
@@ -320,7 +356,7 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
     try:
         phone = context.new_page()
         log_in(phone, pages.url, pages.demo)
-        for name in ("autonomy", "timeline", "memory", "learning"):
+        for name in ("autonomy", "timeline", "memory", "learning", "supervision"):
             go(phone, f"#/workers/assistant/{name}")
             expect(phone.locator(f"#view-{name} .content > *").first).to_be_visible()
             assert phone.evaluate(OVERFLOW) <= 0, f"{name} scrolls sideways on a phone"
@@ -329,7 +365,7 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
         context.close()
 
     log_in(page, pages.url, pages.globex)
-    for name in ("autonomy", "timeline", "memory", "learning"):
+    for name in ("autonomy", "timeline", "memory", "learning", "supervision"):
         page.goto(f"{pages.url}/dashboard#/workers/assistant/{name}")
         expect(page.locator("body[data-page=missing]")).to_have_count(1)
     for path in (
@@ -349,7 +385,7 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
     page.get_by_role("button", name="Log out").click()
 
     log_in(page, pages.url, pages.demo)
-    for name in ("autonomy", "timeline", "memory", "learning"):
+    for name in ("autonomy", "timeline", "memory", "learning", "supervision"):
         go(page, f"#/workers/assistant/{name}")
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_role("heading", name="Log in")).to_be_visible()

@@ -1,7 +1,8 @@
 """The data behind a worker's console pages that the aggregator's blocks do not carry: the autonomy
 charts (heartbeat runs, interruption-budget use and inbox arrivals per day, inbox depth now), the
 calendar as a timeline (duties' next fires, recent runs, goals' and milestones' due dates on one time
-axis) and what the worker remembers (episodes and statements by partition, searchable).
+axis), what the worker remembers (episodes and statements by partition, searchable) and its
+supervision (policies, and the supervisor's records of recent runs).
 
 The API layer names the worker (one the key may use); nothing here reads a request or writes."""
 
@@ -22,14 +23,28 @@ from genworker.dashboard.usage import FAILED_STATES, window_runs
 from genworker.memory.episodes import EpisodeStore, ScanIssue, tenant_memory_dir, worker_memory_dir
 from genworker.memory.models import Episode, ScopeKind
 from genworker.memory.preferences import Statement, StatementStore
+from genworker.supervision.catalog import list_policies
+from genworker.supervision.decisions import SupervisorState
+from genworker.supervision.errors import PolicyError
+from genworker.supervision.service import record_path, run_record
 
-__all__ = ["INBOX_ITEMS", "MEMORY_SHOWN", "TIMELINE_PAST_DAYS", "autonomy", "memory", "timeline"]
+__all__ = [
+    "INBOX_ITEMS",
+    "MEMORY_SHOWN",
+    "SUPERVISED_SHOWN",
+    "TIMELINE_PAST_DAYS",
+    "autonomy",
+    "memory",
+    "supervision",
+    "timeline",
+]
 
 INBOX_ITEMS: Final = 5000  # newest-first cap on the items read for the arrivals chart
 TIMELINE_PAST_DAYS: Final = 7
 TIMELINE_RUNS: Final = 200
 MEMORY_SHOWN: Final = 200  # newest matching entries answered
 MEMORY_TEXT: Final = 1500  # characters of an entry's text
+SUPERVISED_SHOWN: Final = 50  # newest supervision records answered
 _WAITING: Final = (InboxState.PENDING, InboxState.PROCESSING, InboxState.FAILED)
 
 
@@ -191,4 +206,37 @@ async def memory(ctx: BlockContext, query: str, partition: ScopeKind | None) -> 
         "matched": len(shown),
         "entries": shown[:MEMORY_SHOWN],
         "unreadable": [f"{i.path.name}: {i.error}" for i in issues],
+    }
+
+
+async def supervision(ctx: BlockContext) -> dict[str, Any]:
+    """The worker's supervisor policies (a file that cannot be used with its error) and the records the
+    supervisor kept with its newest runs (newest first), with the count in each supervisor state."""
+    root = ctx.runtime.registry.root
+    t, w = ctx.tenant_id, ctx.worker_id
+    folder = record_path(root, t, w, "run").parent
+
+    def read() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+        records: list[dict[str, Any]] = []
+        unreadable: list[str] = []
+        files = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True) if folder.is_dir() else []
+        for path in files[:SUPERVISED_SHOWN]:
+            try:
+                record = run_record(root, t, w, path.stem)
+            except (PolicyError, ValueError, OSError) as exc:
+                unreadable.append(f"{path.name}: {exc}".replace(str(root) + "/", ""))
+                continue
+            if record is not None:
+                at = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat()
+                records.append({**record, "updated_at": at})
+        return list_policies(folder.parent.parent), records, unreadable
+
+    policies, records, unreadable = await asyncio.to_thread(read)
+    return {
+        "worker_id": w,
+        "generated_at": ctx.now.isoformat(),
+        "policies": policies,
+        "counts": {s.value: sum(r.get("state") == s.value for r in records) for s in SupervisorState},
+        "records": records,
+        "unreadable": unreadable,
     }

@@ -1,5 +1,5 @@
 """The JSON behind a worker's console pages drawn by `static/pages.js`: the autonomy charts, the
-calendar timeline and the memory page (read-only). Tenant-scoped like every route: the tenant is the
+calendar timeline, the memory page (read-only) and supervision. Tenant-scoped like every route: the tenant is the
 key's, and a worker the key may not use (or another tenant's) is a 404."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from genworker.api.params import WorkerId
 from genworker.auth import Principal
 from genworker.dashboard import BlockContext, BlockUnavailable
 from genworker.dashboard.usage import MAX_DAYS
-from genworker.dashboard.worker_pages import autonomy, memory, timeline
+from genworker.dashboard.worker_pages import autonomy, memory, supervision, timeline
 from genworker.memory.models import ScopeKind
 from genworker.runtime.composition import Runtime
 
@@ -65,3 +65,8 @@ async def worker_memory(
     partition: Annotated[ScopeKind | None, Query(description="one partition kind")] = None,
 ) -> dict[str, Any]:
     return await memory(_context(principal, runtime, worker_id), q, partition)
+
+
+@router.get("/supervision", summary="The worker's supervisor policies and the supervisor's records of its newest runs")
+async def worker_supervision(worker_id: WorkerId, principal: Auth, runtime: RuntimeDep) -> dict[str, Any]:
+    return await supervision(_context(principal, runtime, worker_id))

@@ -3,7 +3,9 @@
 // fires and goals' due dates on one SVG time axis, and the same as a list) and #/workers/{w}/memory (what the
 // worker remembers, by partition, searchable, read-only) and #/workers/{w}/learning (the learned policy's
 // versions with Apply / Roll back, the learning decision log with the version that decided each entry, and
-// the worker's conflict cases, through the learning and conflicts APIs). Each page is registered in WORKER_PAGES (other
+// the worker's conflict cases, through the learning and conflicts APIs), #/workers/{w}/supervision (its
+// supervisor policies and the records kept with its runs, "Mark as looked at") and #/workers/{w}/spaces (its
+// context spaces by state, their facts and linked tasks; also drawn as the worker page's spaces block). Each page is registered in WORKER_PAGES (other
 // scripts use registerWorkerPage) and drawn by PAGES[name]; its section is added to <main> here. Uses
 // dashboard.js's helpers.
 (() => {
@@ -24,6 +26,11 @@
     edit_priority: "Priority edited", snooze: "Snoozed", accept_install: "Install accepted", decline_install: "Install declined",
     open: "Open", resolved: "Resolved", dropped: "Dropped", resource: "Resource", semantic: "Semantic",
     merge: "Merged", serialize: "One after the other", replan: "Replanned", escalate: "Asked a person",
+  });
+  Object.assign(LABELS, {
+    inactive: "Inactive", observing: "Watching", attention_required: "Needs a look", paused: "Paused",
+    continue: "Continued", comment: "Comment", warn: "Warning", request_review: "Review requested", stop: "Stopped",
+    dormant: "Dormant", parked: "Parked", archived: "Archived", merged: "Merged into another", confirmed: "Confirmed",
   });
   const VERSION_STATES = { shadow: "In shadow", active: "Applied", rolled_back: "Rolled back", discarded: "Discarded" };
 
@@ -58,6 +65,8 @@
     if (search.partition) params.set("partition", search.partition);
     return workerUrl(r, `/dashboard/memory?${params}`);
   });
+  register("supervision", "Supervision", (r) => workerUrl(r, "/dashboard/supervision"));
+  register("spaces", "Context spaces", (r) => workerUrl(r, "/spaces?limit=200"));
   register("learning", "Decision log and policy", (r) => async () => {
     const [learning, log, cases] = await Promise.all([api(workerUrl(r, "/learning")),
       api(workerUrl(r, "/learning/decisions?limit=200")), api("/api/v1/conflicts?limit=200")]);
@@ -332,5 +341,131 @@
           [badge(c.resolution), c.decision ? ` ${c.decision}${c.decided_by ? ` by ${c.decided_by}` : ""}` : ""], c.detail]), "conflicts")
         : muted("No conflict with another plan.")),
     ].filter(Boolean));
+  };
+
+  // -- supervision ----------------------------------------------------------------------
+
+  const SUPERVISOR_STATES = ["attention_required", "paused", "observing", "resolved", "inactive"];
+
+  async function resolveSupervision(worker, runId, button) {
+    button.disabled = true;
+    say("Marking the run as looked at…");
+    const epoch = state.epoch;
+    try {
+      await api(workerUrl({ worker }, `/runs/${encodeURIComponent(runId)}/supervision/resolve`), { method: "POST" });
+      if (epoch === state.epoch) say(`The supervisor's notes on ${runId} are marked as looked at.`);
+    } catch (error) {
+      if (epoch === state.epoch) { say(`Could not mark it: ${error.message}`); button.disabled = false; }
+    }
+    await load();
+  }
+
+  function policyText(p) {
+    const a = p.attach || {};
+    const to = a.all ? ["every run"] : [...(a.conversations || []).map((x) => `conversation ${x}`),
+      ...(a.duties || []).map((x) => `duty ${x}`), ...(a.experiments || []).map((x) => `experiment ${x}`)];
+    const budgets = Object.entries(p.budgets || {}).filter(([, v]) => v !== null && v !== undefined).map(([k, v]) => `${label(k).toLowerCase()} ${num(v)}`);
+    return [to.length ? to.join(", ") : "nothing (not attached)", p.tools && p.tools.length ? `tools ${p.tools.join(", ")}` : "any tool",
+      budgets.length ? budgets.join(", ") : "no budget", `on a violation: ${label(p.on_violation).toLowerCase()}; on a budget: ${label(p.on_budget).toLowerCase()}`,
+      p.model && p.model.enabled ? `model review on ${(p.model.events || []).join(", ")}` : "no model review"];
+  }
+
+  PAGES.supervision = function supervisionPage(d, r) {
+    heading("supervision", r);
+    const w = r.worker;
+    const look = d.records.filter((x) => x.state === "attention_required" || x.state === "paused");
+    $("#view-supervision .content").replaceChildren(...[
+      el("p", { class: "muted" }, "Supervisor policies watch runs and may warn, ask for a review, pause or stop them ",
+        "(policies are files under ", el("code", { text: "supervisors/" }), "). The newest records the supervisor kept with runs are below."),
+      el("div", { class: "stats" }, SUPERVISOR_STATES.map((s) => stat(label(s), num(d.counts[s] || 0)))),
+      section(`Policies (${d.policies.length})`, d.policies.length ? table(["File", "Watches", "Tools", "Budgets", "Actions", "Model"],
+        d.policies.map((p) => p.error ? [el("code", { text: p.file }), el("span", { class: "reason", text: `Cannot be used: ${p.error}` }), "", "", "", ""]
+          : [el("code", { text: p.file }), ...policyText(p.policy)]), "supervisor-policies") : muted("No supervisor policy: runs are not supervised.")),
+      d.unreadable.length ? el("p", { class: "reason", text: `Records that could not be read: ${d.unreadable.join("; ")}` }) : null,
+      section(`Needs a look (${look.length})`, look.length ? recordsTable(w, look, true) : muted("Nothing waits for a person.")),
+      section(`Supervised runs (${d.records.length})`, d.records.length ? recordsTable(w, d.records, false) : muted("No run has been supervised yet.")),
+    ].filter(Boolean));
+  };
+
+  function recordsTable(worker, records, actions) {
+    return table(["Run", "State", "Policies", "Decisions", "Model review", ""], records.map((x) => [
+      runLink(worker, x.run_id), badge(x.state), (x.policies || []).join(", "),
+      x.decisions && x.decisions.length ? el("ul", {}, x.decisions.map((dn) => el("li", {}, badge(dn.action), ` ${label(dn.check)}: ${dn.reason}`,
+        dn.policy ? el("span", { class: "muted", text: ` (${dn.policy})` }) : null))) : "no decision",
+      x.model_review && x.model_review.calls ? `${x.model_review.calls} call${x.model_review.calls === 1 ? "" : "s"}, ${ms(x.model_review.ms)}` : "",
+      actions && x.state !== "resolved" ? el("button", { type: "button", class: "approve", "aria-label": `Mark as looked at: ${x.run_id}`,
+        onclick: (e) => resolveSupervision(worker, x.run_id, e.currentTarget) }, "Mark as looked at") : ""]), actions ? "supervision-attention" : "supervision-records");
+  }
+
+  // -- context spaces -------------------------------------------------------------------
+
+  const SPACE_STATES = ["active", "dormant", "parked", "archived"];
+  const facts = { key: "", events: new Map() };  // a space's facts, loaded when opened, kept over refreshes
+
+  function spaceFacts(worker, card) {
+    const key = `${state.epoch}/${worker}`;
+    if (facts.key !== key) Object.assign(facts, { key, events: new Map() });
+    const body = el("div", { class: "space-facts" });
+    const show = (events) => body.replaceChildren(events.length ? el("ul", {}, events.map((e) => el("li", {},
+      el("time", { datetime: e.occurred_at, text: when(e.occurred_at) }), ` ${label(e.source)}${e.actor ? ` · ${e.actor}` : ""}: ${clip(e.summary, 300)} `,
+      e.actionable ? badge("actionable") : null))) : muted("No fact kept."));
+    if (facts.events.has(card.space_id)) show(facts.events.get(card.space_id));
+    const details = el("details", { class: "space", "data-space": card.space_id, ontoggle: async (ev) => {
+      if (!ev.currentTarget.open || facts.events.has(card.space_id)) return;
+      body.replaceChildren(muted("Loading…"));
+      try {
+        const found = await api(workerUrl({ worker }, `/spaces/${encodeURIComponent(card.space_id)}/events`));
+        if (facts.key !== key) return;
+        facts.events.set(card.space_id, found.events);
+        show(found.events);
+      } catch (error) { body.replaceChildren(el("p", { class: "reason", text: `Could not load its facts: ${error.message}` })); }
+    } }, el("summary", { text: `Facts (${card.evidence_count})` }), body);
+    return details;
+  }
+
+  function spaceRows(worker, cards) {
+    return table(["Space", "State", "Evidence", "Linked tasks", "Last active", "Facts"], cards.map((c) => [
+      [el("strong", { text: c.title || c.space_id }), " ", el("code", { text: c.space_id }), c.is_pinned ? [" ", badge("pinned")] : null,
+        c.review !== "confirmed" ? [" ", badge(c.review)] : null, c.due_at ? el("div", { class: "muted", text: `due ${when(c.due_at)}` }) : null,
+        c.route_reason ? el("div", { class: "muted", text: clip(c.route_reason, 160) }) : null].flat(),
+      badge(c.state), `${c.evidence_count} fact${c.evidence_count === 1 ? "" : "s"}${c.sources.length ? ` from ${c.sources.map(label).join(", ")}` : ""}`,
+      c.tasks.length ? el("ul", {}, c.tasks.map((t) => el("li", {}, `${t.task_id} (priority ${t.priority})`, t.run_id ? [" ", runLink(worker, t.run_id)] : null)))
+        : "none",
+      when(c.last_active_at), spaceFacts(worker, c)]), "spaces");
+  }
+
+  function spaceCounts(counts) {
+    return el("div", { class: "stats" }, [...SPACE_STATES, "merged"].map((s) => stat(label(s), num(counts[s] || 0))));
+  }
+
+  PAGES.spaces = function spacesPage(d, r) {
+    heading("spaces", r);
+    const w = r.worker;
+    const pending = d.spaces.filter((c) => c.review === "pending");
+    const live = d.spaces.filter((c) => c.review !== "pending" && c.review !== "merged");
+    $("#view-spaces .content").replaceChildren(
+      el("p", { class: "muted" }, "Context spaces gather the facts the worker senses by topic, with their evidence and the tasks they led to ",
+        "(on when the worker's ", el("code", { text: "context_spaces.enabled" }), " is true)."),
+      spaceCounts(d.counts),
+      section(`New, waiting for a person (${pending.length})`, pending.length ? spaceRows(w, pending) : muted("No new space waits to be confirmed.")),
+      ...SPACE_STATES.map((s) => {
+        const cards = live.filter((c) => c.state === s);
+        return section(`${label(s)} (${cards.length})`, cards.length ? spaceRows(w, cards) : muted("None."));
+      }));
+  };
+
+  // The worker page's spaces block (the aggregator's `spaces`): counts, pending, the most recently active.
+  const block = el("section", { class: "block wide", "data-block": "spaces", "aria-labelledby": "h-spaces" },
+    el("h2", { id: "h-spaces", text: "Context spaces" }), el("div", { class: "body" }));
+  $('#view-worker [data-block="decisions"]').after(block);
+  RENDERERS.spaces = function spacesBlock(data) {
+    const w = state.worker;
+    const link = el("p", {}, el("a", { href: `#/workers/${encodeURIComponent(w)}/spaces`, text: "Every space, with its facts" }));
+    if (!data.enabled && !data.spaces.length && !data.pending.length) return [muted("Context spaces are off for this worker."), link];
+    const recent = data.spaces.slice(0, 5).map((c) => el("li", {}, el("strong", { text: c.title || c.space_id }), " ", badge(c.state),
+      ` ${c.evidence_count} fact${c.evidence_count === 1 ? "" : "s"}, ${c.tasks.length} task${c.tasks.length === 1 ? "" : "s"}, active ${when(c.last_active_at)}`));
+    return [spaceCounts(data.counts),
+      data.pending.length ? el("p", { class: "reason", text: `${data.pending.length} new space${data.pending.length === 1 ? " waits" : "s wait"} to be confirmed.` }) : null,
+      recent.length ? el("ul", {}, recent) : muted("No space yet."), link].filter(Boolean);
   };
 })();
