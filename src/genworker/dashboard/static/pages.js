@@ -1,13 +1,14 @@
-// A worker's own pages: #/workers/{w}/autonomy (heartbeat runs, interruption-budget use and inbox arrivals
-// per day, the inbox's depth now: charts.js bars), #/workers/{w}/timeline (recent runs, the calendar's next
-// fires and goals' due dates on one SVG time axis, and the same as a list) and #/workers/{w}/memory (what the
-// worker remembers, by partition, searchable, read-only) and #/workers/{w}/learning (the learned policy's
-// versions with Apply / Roll back, the learning decision log with the version that decided each entry, and
-// the worker's conflict cases, through the learning and conflicts APIs), #/workers/{w}/supervision (its
-// supervisor policies and the records kept with its runs, "Mark as looked at") and #/workers/{w}/spaces (its
-// context spaces by state, their facts and linked tasks; also drawn as the worker page's spaces block). Each page is registered in WORKER_PAGES (other
-// scripts use registerWorkerPage) and drawn by PAGES[name]; its section is added to <main> here. Uses
-// dashboard.js's helpers.
+// A worker's own pages, each linked under "More" on the worker's page and reading tenant-scoped JSON:
+//   #/workers/{w}/autonomy     heartbeat runs, interruption-budget use and inbox arrivals per day, inbox depth
+//   #/workers/{w}/timeline     recent runs, the calendar's next fires and due dates on one SVG time axis
+//   #/workers/{w}/memory       what the worker remembers, by partition, searchable, read-only
+//   #/workers/{w}/learning     the learned policy's versions (Apply / Roll back), the learning decision log
+//                              with the version that decided each entry, the worker's conflict cases
+//   #/workers/{w}/supervision  supervisor policies and the records kept with runs (Mark as looked at)
+//   #/workers/{w}/spaces       context spaces by state, their facts and linked tasks (and the worker
+//                              page's spaces block)
+// Each is registered in dashboard.js's WORKER_PAGES (its route and JSON) and drawn by PAGES[name]; its
+// section is added to <main> here. Uses dashboard.js's helpers (el, api, state, table, badge, ...).
 (() => {
   "use strict";
 
@@ -26,19 +27,12 @@
     edit_priority: "Priority edited", snooze: "Snoozed", accept_install: "Install accepted", decline_install: "Install declined",
     open: "Open", resolved: "Resolved", dropped: "Dropped", resource: "Resource", semantic: "Semantic",
     merge: "Merged", serialize: "One after the other", replan: "Replanned", escalate: "Asked a person",
-  });
-  Object.assign(LABELS, {
     inactive: "Inactive", observing: "Watching", attention_required: "Needs a look", paused: "Paused",
     continue: "Continued", comment: "Comment", warn: "Warning", request_review: "Review requested", stop: "Stopped",
     dormant: "Dormant", parked: "Parked", archived: "Archived", merged: "Merged into another", confirmed: "Confirmed",
   });
   const VERSION_STATES = { shadow: "In shadow", active: "Applied", rolled_back: "Rolled back", discarded: "Discarded" };
 
-  // name -> [title, the worker page's link text, its JSON route under /api/v1/workers/{w}]
-  const OWN = {
-    autonomy: ["Autonomy charts", "Autonomy charts", "/dashboard/autonomy?days=14"],
-    timeline: ["Calendar timeline", "Calendar timeline", "/dashboard/timeline"],
-  };
   const search = { epoch: -1, worker: null, q: "", partition: "" };  // the memory page's search, per session
 
   function addView(name, title) {
@@ -49,16 +43,17 @@
 
   function workerUrl(r, path) { return `/api/v1/workers/${encodeURIComponent(r.worker)}${path}`; }
 
-  // A worker page of another script: its section, route and link on the worker's page.
-  function register(name, title, source, link) {
+  // A page: its route and title (WORKER_PAGES), its section, and its link on the worker's page. `source(r)`
+  // is the JSON path, or a function that loads the page's data.
+  const links = [];
+  function register(name, title, source) {
     WORKER_PAGES[name] = { title, source };
     addView(name, title);
-    links.push([name, link || title]);
+    links.push([name, title]);
   }
-  const links = [];
-  window.registerWorkerPage = register;
 
-  for (const [name, [title, link, path]] of Object.entries(OWN)) register(name, title, (r) => workerUrl(r, path), link);
+  register("autonomy", "Autonomy charts", (r) => workerUrl(r, "/dashboard/autonomy?days=14"));
+  register("timeline", "Calendar timeline", (r) => workerUrl(r, "/dashboard/timeline"));
   register("memory", "Memory", (r) => {
     if (search.epoch !== state.epoch || search.worker !== r.worker) Object.assign(search, { epoch: state.epoch, worker: r.worker, q: "", partition: "" });
     const params = new URLSearchParams({ q: search.q });
@@ -85,6 +80,7 @@
   function heading(name, r) { $(`#h-${name}`).textContent = `${WORKER_PAGES[name].title} of ${r.worker}`; }
   document.addEventListener("console:forget", () => {
     for (const [name, page] of Object.entries(WORKER_PAGES)) $(`#h-${name}`).textContent = page.title;
+    logView.kind = "";
   });
 
   // -- autonomy charts ----------------------------------------------------------------
