@@ -100,3 +100,14 @@ def test_the_store_refuses_another_schema_version_naming_the_file(tmp_path: Path
         store.get("acme", "alice", "e1")
     assert store.listed("acme", "alice") == []  # left out of the list, not deleted
     assert path.is_file()
+
+
+def test_integers_are_taken_as_json_schema_has_them_and_variant_names_are_ids() -> None:
+    base = {"question": "q", "variants": {"a": {}, "b": {}}}
+    spec = ExperimentSpec.model_validate({**base, "max_parallel": 3.0}, strict=True)
+    assert spec.max_parallel == 3
+    for bad in ({"max_parallel": True}, {"max_parallel": "3"}, {"variants": {"a": {}, "b c": {}}}):
+        with pytest.raises(ValueError, match=r"max_parallel|variants"):
+            ExperimentSpec.model_validate({**base, **bad}, strict=True)
+    names = ExperimentSpec.model_json_schema()["properties"]["variants"]
+    assert "patternProperties" not in names and names["propertyNames"]["pattern"].startswith("^[A-Za-z0-9]")

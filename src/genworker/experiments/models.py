@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -32,6 +32,15 @@ ToolPattern = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[A-Z
 ExperimentState = Literal["awaiting_review", "rejected", "running", "succeeded", "failed", "interrupted"]
 CHEAP_TIERS: frozenset[str | None] = frozenset({None, "fast", "standard"})
 CHEAP_VARIANTS = 3
+
+
+def _json_integer(value: Any) -> Any:
+    """An integer as JSON Schema has it: 3 or 3.0, never a bool or a string."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be an integer")
+    return value
 
 
 class _Strict(BaseModel):
@@ -63,7 +72,7 @@ class LimitCheck(_Check):
     """At most `value` characters of answer, tool calls, or model tokens."""
 
     kind: Literal["max_chars", "max_tool_calls", "max_tokens"]
-    value: int = Field(ge=0, le=1_000_000_000)
+    value: Annotated[int, Field(ge=0, le=1_000_000_000), Strict(False), BeforeValidator(_json_integer)]
 
 
 Check = Annotated[TextCheck | LimitCheck, Field(discriminator="kind")]
@@ -85,12 +94,20 @@ class Target(_Strict):
     id: Id
 
 
+def _names_by_pattern(schema: dict[str, Any]) -> None:
+    """A dict keyed by ids as JSON Schema says it strictly: every key matches (pydantic's
+    patternProperties would let any other key through, with any value)."""
+    ((pattern, value),) = schema.pop("patternProperties").items()
+    schema["additionalProperties"] = value
+    schema["propertyNames"] = {**schema.get("propertyNames", {}), "pattern": pattern}
+
+
 class ExperimentSpec(_Strict):
     question: str = Field(min_length=1, max_length=20000)
-    variants: dict[Id, Variant] = Field(min_length=2, max_length=8)  # by name, in the order given
+    variants: dict[Id, Variant] = Field(min_length=2, max_length=8, json_schema_extra=_names_by_pattern)  # by name
     protocol: Protocol = Field(default_factory=Protocol)
     target: Target | None = None
-    max_parallel: int = Field(default=2, ge=1, le=8)  # variants running at the same time
+    max_parallel: Annotated[int, Field(ge=1, le=8), Strict(False), BeforeValidator(_json_integer)] = 2  # at once
 
     @property
     def cheap(self) -> bool:
