@@ -385,8 +385,13 @@ def test_a_phone_another_tenant_and_logging_out(browser: Any, page: Any, pages: 
     page.get_by_role("button", name="Log out").click()
 
     log_in(page, pages.url, pages.demo)
-    for name in ("autonomy", "timeline", "memory", "learning", "supervision"):
-        go(page, f"#/workers/assistant/{name}")
+    titles = {"autonomy": "Autonomy charts", "timeline": "Calendar timeline", "memory": "Memory",
+              "learning": "Decision log and policy", "supervision": "Supervision"}  # fmt: skip
+    for name, title in titles.items():  # each page by a deep link, opened fresh
+        page.goto(f"{pages.url}/dashboard#/workers/assistant/{name}")
+        expect(page.locator(f"body[data-page={name}]")).to_have_count(1)
+        expect(page.locator(f"#h-{name}")).to_have_text(f"{title} of assistant")
+        expect(page.locator("#crumbs")).to_have_text(f"Overview › assistant › {title}")
     page.get_by_role("button", name="Log out").click()
     expect(page.get_by_role("heading", name="Log in")).to_be_visible()
     text = page.evaluate("() => document.body.textContent")
