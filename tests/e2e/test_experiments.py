@@ -252,3 +252,31 @@ def test_an_experiment_survives_a_restart_and_one_left_running_by_a_dead_process
         )
     assert kept["experiment"] == done.json()["experiment"]
     assert interrupted["experiment"]["state"] == "interrupted" and "inst-dead" in interrupted["experiment"]["reason"]
+
+
+def test_the_supervisor_attached_to_an_experiment_stops_a_variant_and_its_comments_join_the_evaluation(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    folder = workspace / "tenants/acme/workers/alice/supervisors"
+    folder.mkdir()
+    attach = {"experiments": ["sup-1"]}
+    (folder / "allow.json").write_text(json.dumps({"attach": attach, "tools": ["memory_*"]}), encoding="utf-8")
+    reviewer = {"attach": attach, "model": {"enabled": True, "events": ["final"], "max_calls": 1}}
+    (folder / "reviewer.json").write_text(json.dumps(reviewer), encoding="utf-8")
+    comment = {"concern": "no_evidence", "text": "Nothing says milk is missing.", "cites": ["output"]}
+    model_server.expect(
+        When("VARIANT-READER", Reply("Reading.", tool_calls=(ToolCallReply("file_read", {"path": "x.md"}, "c1"),))),
+        When("VARIANT-PLAIN", Reply("Buy milk.")),
+        When("You supervise", Reply(json.dumps({"comments": [comment]}))),
+    )
+    api_key = key(workspace, "acme")
+    body = {**spec(reader="VARIANT-READER", plain="VARIANT-PLAIN"), "experiment_id": "sup-1", "max_parallel": 1}
+    with serve(tmp_path, workspace, model_server) as server:
+        experiment = post(server, api_key, body).json()["experiment"]
+    variants = {v["name"]: v["evaluation"] for v in experiment["variants"]}
+    assert experiment["state"] == "succeeded" and experiment["winner"] == "plain"
+    reader, plain = variants["reader"], variants["plain"]
+    assert not reader["success"] and "tool_allow_list" in reader["reason"]
+    assert reader["supervisor"][0]["action"] == "stop" and reader["supervisor"][0]["cites"] == ["c1"]
+    assert plain["success"] and plain["supervisor"][0]["check"] == "model:no_evidence"
+    assert plain["supervisor"][0]["cites"] == ["output"] and plain["supervisor"][0]["action"] == "comment"
