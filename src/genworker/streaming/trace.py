@@ -293,9 +293,7 @@ class RunTrace:
 
     def write(self) -> None:
         """Blocking: the whole trace, atomically (not fsynced: a trace lost in a crash costs nothing)."""
-        data = self.snapshot().model_dump_json(indent=1).encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, data, durable=False)
+        write_atomic(self.path, self.snapshot().model_dump_json().encode("utf-8"), durable=False)  # makes the folder
 
     async def close(self) -> None:
         """Write the trace once (nothing is recorded after); a write that fails is logged, never the run's
