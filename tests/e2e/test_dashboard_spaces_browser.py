@@ -1,7 +1,8 @@
 """A worker's context spaces in a real browser (Playwright driving Chromium, with the fixtures and helpers of
 test_dashboard_browser.py): two facts sensed through the inbox and the heartbeat's API become two spaces (the
 model unsure about the second: a pending NEW); the worker page's spaces block counts them, the spaces page
-lists them by state with their evidence, and a space's facts open from the event log. Another tenant's key
+lists them by state with their evidence, a space's facts open from the event log, and the pending one is
+confirmed from the page. Another tenant's key
 gets "Not found" and a 404. Screenshots go to test-artifacts/dashboard/console-spaces*.png.
 """
 
@@ -90,6 +91,15 @@ def test_spaces_block_and_page_with_facts(
         assert raw_badges(page) == []
         assert page.evaluate(A11Y_PROBLEMS) == []
         doc_shot(page, "spaces", full_page=True)
+
+        pending.get_by_role("button", name="Confirm: Quarterly board deck draft").click()  # through the spaces API
+        expect(page.locator("#status")).to_have_text("SPACE_2 is confirmed as a space of its own.")
+        expect(view.locator("section.panel", has_text="New, waiting for a person (0)")).to_have_count(1)
+        expect(view.locator("section.panel", has_text="Active (2)")).to_contain_text("Quarterly board deck draft")
+        assert (
+            page.request.get(server.url + "/api/v1/workers/alice/spaces/SPACE_2").json()["space"]["review"]
+            == "confirmed"
+        )
 
         phone = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True).new_page()
         log_in(phone, server.url, key)

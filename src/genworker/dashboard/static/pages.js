@@ -419,11 +419,25 @@
     return details;
   }
 
+  async function confirmSpace(worker, card, button) {  // a pending NEW becomes a space of its own
+    button.disabled = true;
+    const epoch = state.epoch;
+    try {
+      await api(workerUrl({ worker }, `/spaces/${encodeURIComponent(card.space_id)}/confirm`), { method: "POST" });
+      if (epoch === state.epoch) say(`${card.space_id} is confirmed as a space of its own.`);
+    } catch (error) {
+      if (epoch === state.epoch) { say(`Could not confirm ${card.space_id}: ${error.message}`); button.disabled = false; }
+    }
+    await load();
+  }
+
   function spaceRows(worker, cards) {
     return table(["Space", "State", "Evidence", "Linked tasks", "Last active", "Facts"], cards.map((c) => [
       [el("strong", { text: c.title || c.space_id }), " ", el("code", { text: c.space_id }), c.is_pinned ? [" ", badge("pinned")] : null,
         c.review !== "confirmed" ? [" ", badge(c.review)] : null, c.due_at ? el("div", { class: "muted", text: `due ${when(c.due_at)}` }) : null,
-        c.route_reason ? el("div", { class: "muted", text: clip(c.route_reason, 160) }) : null].flat(),
+        c.route_reason ? el("div", { class: "muted", text: clip(c.route_reason, 160) }) : null,
+        c.review === "pending" ? el("div", { class: "actions" }, el("button", { type: "button", class: "approve",
+          "aria-label": `Confirm: ${c.title || c.space_id}`, onclick: (e) => confirmSpace(worker, c, e.currentTarget) }, "Confirm")) : null].flat(),
       badge(c.state), `${c.evidence_count} fact${c.evidence_count === 1 ? "" : "s"}${c.sources.length ? ` from ${c.sources.map(label).join(", ")}` : ""}`,
       c.tasks.length ? el("ul", {}, c.tasks.map((t) => el("li", {}, `${t.task_id} (priority ${t.priority})`, t.run_id ? [" ", runLink(worker, t.run_id)] : null)))
         : "none",
