@@ -192,7 +192,7 @@ def test_an_unreadable_trace_is_refused_with_the_file_named(tmp_path: Path) -> N
     path = trace_path(tmp_path, "acme", "alice", "run_1")
     path.parent.mkdir(parents=True)
     path.write_text('{"schema_version": 99}', encoding="utf-8")
-    with pytest.raises(RunTraceError, match=r"run_1\.json: schema_version 99 is not supported"):
+    with pytest.raises(RunTraceError, match=r"^runtime/run_traces/run_1\.json: schema_version 99 is not supported"):
         read_run_trace(tmp_path, "acme", "alice", "run_1")
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(RunTraceError, match="not valid JSON"):

@@ -125,12 +125,14 @@ def trace_path(root: Path, tenant_id: str, worker_id: str, run_id: str) -> Path:
 
 
 def read_run_trace(root: Path, tenant_id: str, worker_id: str, run_id: str) -> RunTraceFile | None:
-    """The trace kept with a run, or None when it kept none; blocking. RunTraceError when unreadable."""
-    path = trace_path(root, tenant_id, worker_id, run_id)
+    """The trace kept with a run, or None when it kept none; blocking. RunTraceError when unreadable
+    (naming the file within the worker's folder, never the server's path)."""
+    file = trace_path(root, tenant_id, worker_id, run_id)
     try:
-        data = path.read_bytes()
+        data = file.read_bytes()
     except FileNotFoundError:
         return None
+    path = "/".join((*TRACE_DIR, file.name))
     try:
         raw = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
