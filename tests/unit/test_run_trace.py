@@ -85,7 +85,7 @@ def test_the_timeline_is_the_ag_ui_stream_with_deltas_merged_and_offsets_from_th
     t.record(RunFinished("run_1", "completed", "Hello team"))
     events = [(e.type, e.offset_ms, e.summary, e.count) for e in t.snapshot().events]
     assert events == [
-        ("RUN_STARTED", 0.0, "run_1", 1),
+        ("RUN_STARTED", 0.0, "thread thread_1", 1),
         ("TEXT_MESSAGE_START", 250.0, "assistant", 1),
         ("TEXT_MESSAGE_CONTENT", 250.0, "Hello team", 3),
         ("TEXT_MESSAGE_END", 250.0, events[3][2], 1),

@@ -216,8 +216,8 @@ class _Timeline:
                 return f"{result.get('outcome', '')}: {text(str(result.get('output', '')))}".strip(": ")
             case ag.RunErrorEvent(code=code, message=message):
                 return f"{code}: {text(message)}" if code else text(message)
-            case ag.RunStartedEvent(run_id=run_id):
-                return run_id
+            case ag.RunStartedEvent(thread_id=thread_id):
+                return f"thread {thread_id}"
             case ag.TextMessageStartEvent(role=role):
                 return str(role)
         return ""
