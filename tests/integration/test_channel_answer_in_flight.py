@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from tests.integration.test_channel_ingest import ALIVE, DEAD, RecordingReplier, message, registry
 
@@ -94,3 +95,38 @@ def test_an_answer_the_vendor_refused_is_sent_once_by_the_heir(registry: Channel
     asyncio.run(scenario())
     assert [m.event_id for m, _ in heir_vendor.replies] == ["D7:2"]
     assert second.pending() == []
+
+
+def test_a_feishu_answer_cut_off_mid_send_is_sent_again_under_its_key(registry: ChannelRegistry) -> None:
+    """Feishu sends one message per `uuid` within an hour: an answer in doubt goes out again under
+    the same key (the vendor drops it if it had it); after the hour it is set aside like any other."""
+    root = registry.workspace.root
+    first, second = EventJournal(root, "rt_first"), EventJournal(root, "rt_second")
+    soon = first.append(message("acme~w~feishu-watch", "F7:1", "/help"))
+    late = first.append(message("acme~w~feishu-watch", "F7:2", "/help"))
+    vendor, heir_vendor = CutOff(), RecordingReplier()
+
+    async def cut_off(entry_path: Path) -> None:
+        vendor.taken.clear()
+        dying = ChannelProcessor(registry, first, replier=vendor)
+        dying.submit(first.read(entry_path))
+        await dying.start(alive=lambda _instance: True)  # its own entries: none replayed
+        await asyncio.wait_for(vendor.taken.wait(), 10)
+        await dying.stop()
+
+    async def scenario() -> None:
+        await cut_off(soon.path)
+        await cut_off(late.path)
+        cut = first.read(late.path)
+        assert cut.sending is not None
+        first.update(cut, sending=cut.sending - 3600)  # that one was cut off an hour ago
+        heir = ChannelProcessor(registry, second, replier=heir_vendor)
+        assert await heir.take_over(DEAD) == 2
+        await heir.start()
+        await asyncio.wait_for(heir.drain(), 10)
+        await heir.stop()
+        assert heir.outcomes == {"F7:1": "replied", "F7:2": "outcome_unknown"}
+
+    asyncio.run(scenario())
+    assert [o.key for _, o in vendor.replies] == [soon.path.stem, late.path.stem]
+    assert [(m.event_id, o.key) for m, o in heir_vendor.replies] == [("F7:1", soon.path.stem)]

@@ -339,3 +339,20 @@ async def test_feishu_streams_as_a_card_patched_in_place(setup: Setup) -> None:
     assert {p.path for p in patches} == {f"/open-apis/im/v1/messages/{streamer.first_id}"}
     cards = [json.loads(p.body["content"])["elements"][0]["content"] for p in patches]
     assert cards == ["**Status**\n- api: ok", "**Status**\n- api: ok\n- db: ok"]
+
+
+async def test_a_keyed_feishu_message_carries_its_key_as_the_uuid_and_each_piece_its_own(setup: Setup) -> None:
+    """Feishu sends one message per `uuid` within an hour: a keyed answer sent twice (a retry, or the
+    process that took its journal entry over) arrives once; a split text keys each piece."""
+    incoming = message("feishu", reply_context={"message_id": "om_parent"})
+    for _ in range(2):
+        assert (await setup.delivery.reply(incoming, OutboundMessage("once", key="entry-1"))).ok
+    replies = setup.vendor.calls("/open-apis/im/v1/messages/om_parent/reply")
+    assert [r.body["uuid"] for r in replies] == ["entry-1", "entry-1"]
+    long = "\n\n".join(["x" * 20_000] * 3)  # three pieces of Feishu's 28,000 bytes
+    assert (await setup.delivery.send("acme", "alice", OutboundMessage(long, key="entry-2"), platform="feishu")).ok
+    assert [s.body["uuid"] for s in setup.vendor.calls("/open-apis/im/v1/messages")] == [
+        "entry-2-0",
+        "entry-2-1",
+        "entry-2-2",
+    ]

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
-__all__ = ["PLATFORMS", "ChatType", "DeliveryResult", "OutboundFormat", "OutboundMessage", "Target"]
+__all__ = ["KEYED_PLATFORMS", "PLATFORMS", "ChatType", "DeliveryResult", "OutboundFormat", "OutboundMessage", "Target"]
 
 PLATFORMS = ("slack", "feishu", "wecom", "dingtalk", "email")
+# platforms that send one message per `OutboundMessage.key`, and for how long after the first (s)
+KEYED_PLATFORMS: Mapping[str, float] = MappingProxyType({"feishu": 3600.0})
 
 ChatType = Literal["p2p", "group"]
 OutboundFormat = Literal["text", "markdown", "card"]
@@ -24,6 +27,9 @@ class OutboundMessage:
     format: OutboundFormat = "text"
     card: Mapping[str, Any] | None = None
     files: tuple[tuple[str, str], ...] = ()  # (file name, text) attachments; email only
+    # the same for every send of one message (a retry, another process's): a vendor that dedupes on it
+    # (KEYED_PLATFORMS) sends it once; a text split in pieces keys each piece `{key}-{n}`
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,7 @@ from genworker.channels.interrupted import (
     after_restart,
 )
 from genworker.channels.registry import ChannelRegistry
-from genworker.delivery.messages import PLATFORMS, OutboundMessage
+from genworker.delivery.messages import KEYED_PLATFORMS, PLATFORMS, OutboundMessage
 from genworker.delivery.redelivery import DueTimes, RedeliveryPolicy
 from genworker.engine.events import ApprovalRequired, TextDelta
 from genworker.observability.metrics import CHANNEL_UNDELIVERED, GaugeSample, record_channel_redelivery
@@ -60,6 +60,7 @@ __all__ = ["FAILURE_TEXT", "ChannelProcessor", "Outcome", "approval_text", "sess
 log = logging.getLogger("genworker.channels")
 
 MAX_ATTEMPTS = 3  # runs started for one message before it is set aside
+KEY_MARGIN_S = 300.0  # an answer in doubt is sent again under its key only this long before the vendor forgets it
 OUTCOMES_KEPT = 1000
 FAILURE_TEXT = "Sorry, I could not finish that just now. Please try again in a moment."
 Outcome = Literal[
@@ -565,9 +566,10 @@ class ChannelProcessor:
         # one write under the entry's lock before the send: the answer, and that a send began. It
         # stops an instance the entry was taken from (EntryTakenOver); and whoever finds the mark
         # after this process died does not send it again (the vendor may have taken it)
-        entry = await asyncio.to_thread(self.journal.update, entry, answer=answer or entry.answer, sending=self.clock())
+        began = entry.sending or self.clock()  # an answer in doubt sent again under its key keeps its first try
+        entry = await asyncio.to_thread(self.journal.update, entry, answer=answer or entry.answer, sending=began)
         assert entry.answer is not None
-        error = await self._send(message, entry.answer)
+        error = await self._send(message, entry.answer, entry.path.stem)
         if error is None:
             if entry.delivery is not None:
                 log.info(
@@ -605,10 +607,16 @@ class ChannelProcessor:
         return "undelivered"
 
     async def _outcome_unknown(self, entry: JournalEntry) -> Outcome:
-        """The process sending this answer stopped before the vendor said whether it took it: set the
-        entry aside (listed as undelivered, `outcome_unknown`) rather than risk a second message; a
-        person re-sends it if it never arrived."""
+        """The process sending this answer stopped before the vendor said whether it took it. A
+        vendor that sends one message per key (Feishu, for an hour) gets it again under the same key;
+        otherwise the entry is set aside (listed as undelivered, `outcome_unknown`) rather than risk a
+        second message, and a person re-sends it if it never arrived."""
         message = entry.message
+        window = KEYED_PLATFORMS.get(message.platform)
+        if window is not None and self.clock() - (entry.sending or 0.0) < window - KEY_MARGIN_S:
+            where = f"{message.event_id} on {message.adapter_id}"
+            log.warning("[Channels] answer to %s was cut off mid-send: sent again under its key", where)
+            return await self._deliver(entry, "notified" if entry.run_id else "replied")
         since = datetime.fromtimestamp(entry.sending or 0.0, UTC).isoformat()
         reason = f"its process stopped while sending the answer ({since}); it may have arrived: not sent again"
         await asyncio.to_thread(self.journal.dead, entry.path, reason)
@@ -617,7 +625,7 @@ class ChannelProcessor:
         log.error("[Channels] answer to %s on %s set aside: %s", message.event_id, message.adapter_id, reason)
         return "outcome_unknown"
 
-    async def _send(self, message: ChannelMessage, text: str) -> str | None:
+    async def _send(self, message: ChannelMessage, text: str, key: str) -> str | None:
         """None once delivered; else why not."""
         if self.replier is None:
             level = logging.DEBUG if self._warned_no_replier else logging.ERROR
@@ -625,7 +633,7 @@ class ChannelProcessor:
             log.log(level, "[Channels] no replier configured: answers (e.g. to %s) are not sent", message.adapter_id)
             return None
         try:
-            result = await self.replier.reply(message, OutboundMessage(text))
+            result = await self.replier.reply(message, OutboundMessage(text, key=key))
         except Exception as exc:  # a replier bug must not lose the answer
             log.exception("[Channels] reply to %s on %s raised", message.event_id, message.adapter_id)
             return f"{type(exc).__name__}: {exc}"

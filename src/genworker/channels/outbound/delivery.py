@@ -322,8 +322,9 @@ async def _send_all(client: PlatformClient, target: Target, outbound: OutboundMe
     pieces = split_text(outbound.text, client.limit, client.measure) or [outbound.text]
     first: Sent | None = None
     attempts = 0
-    for piece in pieces:
-        sent = await client.send(target, OutboundMessage(piece, outbound.format))
+    for n, piece in enumerate(pieces):
+        key = outbound.key if outbound.key is None or len(pieces) == 1 else f"{outbound.key}-{n}"
+        sent = await client.send(target, OutboundMessage(piece, outbound.format, key=key))
         attempts += sent.attempts
         first = first or sent
     assert first is not None

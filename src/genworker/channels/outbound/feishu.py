@@ -62,11 +62,12 @@ class FeishuClient:
                 "msg_type": msg_type,
                 "content": content,
                 "reply_in_thread": bool(target.thread_id),
-                "uuid": str(uuid.uuid4()),
+                "uuid": outbound.key or str(uuid.uuid4()),  # Feishu sends one message per uuid within 1 h
             }
             data, attempts = await self._call("POST", f"/open-apis/im/v1/messages/{target.reply_to}/reply", body)
         else:
-            body = {"receive_id": target.chat_id, "msg_type": msg_type, "content": content, "uuid": str(uuid.uuid4())}
+            key = outbound.key or str(uuid.uuid4())
+            body = {"receive_id": target.chat_id, "msg_type": msg_type, "content": content, "uuid": key}
             params = {"receive_id_type": receive_id_type(target.chat_id)}
             data, attempts = await self._call("POST", "/open-apis/im/v1/messages", body, params)
         message_id = (data.get("data") or {}).get("message_id")
