@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from tests.e2e.test_chat_api import key, serve
 
 from genworker.cli import main
-from genworker.experiments import ExperimentStore
+from genworker.experiments import Experiment, ExperimentSpec, ExperimentStore
 from genworker.testing import Fail, Reply, ScriptedModelServer, ToolCallReply, When
 from genworker.testing.live_server import LiveServer
 
@@ -280,3 +281,25 @@ def test_the_supervisor_attached_to_an_experiment_stops_a_variant_and_its_commen
     assert reader["supervisor"][0]["action"] == "stop" and reader["supervisor"][0]["cites"] == ["c1"]
     assert plain["success"] and plain["supervisor"][0]["check"] == "model:no_evidence"
     assert plain["supervisor"][0]["cites"] == ["output"] and plain["supervisor"][0]["action"] == "comment"
+
+
+def test_an_experiment_waiting_for_a_review_it_never_got_asks_for_one_when_started(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    """The experiment was stored, then the process stopped before its confirmation was."""
+    body = spec(a="VARIANT-A", b="VARIANT-B")
+    body["protocol"] = {**body["protocol"], "origin": "model"}
+    now = datetime.now(UTC)
+    assert ExperimentStore(workspace).create(
+        Experiment(
+            experiment_id="orphan", tenant_id="acme", worker_id="alice", spec=ExperimentSpec.model_validate(body),
+            state="awaiting_review", created_at=now, created_by="key:k", updated_at=now,
+        )
+    )  # fmt: skip
+    api_key = key(workspace, "acme")
+    with serve(tmp_path, workspace, model_server) as server:
+        started = post(server, api_key, {}, "/orphan/start")
+        shown = httpx.get(f"{server.url}/api/v1/workers/alice/experiments/orphan", headers=_auth(api_key))
+    assert started.status_code == 409 and started.json()["error"]["code"] == "review_pending"
+    experiment = shown.json()["experiment"]
+    assert experiment["state"] == "awaiting_review" and experiment["review_confirmation_id"].startswith("cf_")

@@ -87,7 +87,9 @@ class ExperimentService:
             experiment = await self.get(tenant_id, worker_id, experiment_id)
             if experiment.state != "awaiting_review":
                 raise ExperimentConflict("not_awaiting_review", f"experiment {experiment_id!r} is {experiment.state}")
-            assert experiment.review_confirmation_id is not None
+            if experiment.review_confirmation_id is None:  # stored, then the confirmation was not: ask now
+                asked = await self._ask_review(experiment)
+                raise ExperimentConflict("review_pending", f"confirmation {asked.review_confirmation_id} now asks")
             confirmation = await asyncio.to_thread(
                 self.confirmations.get, tenant_id, worker_id, experiment.review_confirmation_id
             )
