@@ -64,8 +64,11 @@ def _run(server: LiveServer, api_key: str, run_id: str) -> dict[str, Any]:
 def test_of_three_variants_one_failing_the_best_successful_one_wins_and_becomes_a_candidate(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
+    def only_reads(body: dict[str, Any]) -> None:
+        assert [t["function"]["name"] for t in body.get("tools", [])] == ["file_read"]
+
     model_server.expect(
-        When("VARIANT-LONG", Reply("Milk, and then a long list of other things you might want.")),
+        When("VARIANT-LONG", Reply("Milk, and then a long list of other things you might want.", check=only_reads)),
         When("VARIANT-BROKEN", Fail(500)),
         When("VARIANT-SHORT", Reply("Buy milk.")),
     )
@@ -74,6 +77,8 @@ def test_of_three_variants_one_failing_the_best_successful_one_wins_and_becomes_
         **spec(long="VARIANT-LONG", broken="VARIANT-BROKEN", short="VARIANT-SHORT"),
         "target": {"kind": "skill", "id": "shopping"},
     }
+    body["variants"]["long"] |= {"tools": ["file_read"], "tier": "strong"}  # its own tool set and tier
+    body["variants"]["short"] |= {"tier": "fast"}
     production = (workspace / SKILL).read_text(encoding="utf-8")
     with serve(tmp_path, workspace, model_server) as server:
         answer = post(server, api_key, body)
@@ -92,6 +97,8 @@ def test_of_three_variants_one_failing_the_best_successful_one_wins_and_becomes_
         assert run["provenance"]["source_type"] == "experiment"
         assert run["provenance"]["governance_decision"]["posture"] == "proposal_only"
     assert len({r["run_id"] for r in runs.values()}) == 3
+    assert {u["tier"] for u in runs["long"]["model_usage"]} == {"strong"}
+    assert {u["tier"] for u in runs["short"]["model_usage"]} == {"fast"}
     candidate = experiment["candidate"]
     assert candidate["production"] == SKILL
     assert candidate["path"] == f"runtime/experiments/{experiment['experiment_id']}/candidate.md"
