@@ -34,9 +34,12 @@ def _number(space_id: str) -> int:
 
 def duplicates_of(index: SpaceIndex, space: ContextSpace, s: SpaceSettings, now: datetime) -> list[tuple[str, float]]:
     """Older spaces `space` duplicates, the most similar first (empty when it is not a young,
-    confirmed space, or merging is off)."""
+    confirmed space, or merging is off). Looked at when its facts reach 1, 2, 4, 8 ...: a space's
+    words change slowly as it grows, so the check costs a search per doubling, not per fact."""
     young = now - space.created_at <= timedelta(hours=s.dormant_after_hours)
-    if not (s.merge_duplicates and young and space.review == "confirmed"):
+    facts = len(space.evidence)
+    grown = facts > 0 and facts & (facts - 1) == 0  # 1, 2, 4, 8 ... facts: its profile has changed enough
+    if not (s.merge_duplicates and young and grown and space.review == "confirmed"):
         return []
     words = keywords([space.title, *(e.summary for e in space.evidence)], _WORDS)
     text = " ".join([*words[:_SEARCH_WORDS], *(e.partition(":")[2] for e in space.entity_set[-_SEARCH_WORDS:])])
