@@ -134,3 +134,34 @@ def test_a_model_comment_cites_its_step_streams_is_kept_and_asks_for_review(
     kept = view.json()["supervision"]
     assert kept["state"] == "attention_required" and kept["decisions"][0]["cites"] == ["c1"]
     assert kept["model_review"]["calls"] == 1
+
+
+def test_a_paused_run_is_resumed_where_it_stopped_by_approving_its_confirmation(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    policy(workspace, "careful", {"attach": {"all": True}, "tools": ["memory_*"], "on_violation": "pause"})
+    model_server.expect(
+        Reply("Reading.", tool_calls=(ToolCallReply("file_read", {"path": "files/notes.md"}, "c1"),)),
+        Reply("I may not read files here; ask me something else."),
+    )
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
+    with serve(tmp_path, workspace, model_server) as server:
+        base = server.url + "/api/v1/workers/alice"
+        events = chat(server, api_key, {"worker_id": "alice", "message": "What does my note say?"})
+        run_id = events[-1]["runId"]
+        paused = httpx.get(base + f"/runs/{run_id}", headers=auth).json()
+        pending = httpx.get(base + "/confirmations", headers=auth).json()["confirmations"]
+        (confirmation,) = [c for c in pending if c["run_id"] == run_id]
+        approved = httpx.post(base + f"/confirmations/{confirmation['confirmation_id']}/approve", headers=auth)
+        after = httpx.get(base + f"/runs/{run_id}", headers=auth).json()
+    assert events[-1]["result"]["outcome"] == "supervisor_paused"
+    assert paused["state"] == "paused" and confirmation["kind"] == "pause"
+    assert "paused by supervisor 'careful' (tool_allow_list)" in confirmation["reasons"][0]
+    assert approved.status_code == 200, approved.text
+    body = approved.json()
+    assert body["run"]["state"] == "completed" and body["output"].startswith("I may not read files")
+    assert after["state"] == "superseded"  # the paused run hands over to its continuation
+    # resumed in place: the model saw the conversation up to the pause, the refused call included
+    resumed = json.dumps(model_server.requests[-1]["messages"])
+    assert "refused by supervisor 'careful'" in resumed and "What does my note say?" in resumed

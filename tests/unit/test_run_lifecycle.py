@@ -245,6 +245,12 @@ MAPPING = {
         MAX_TURNS,
         ("Half way.", "partial output"),
     ),
+    "supervisor_paused": (
+        RunResult("supervisor_paused", "Half.", "react"),
+        S.PAUSED,
+        None,
+        ("Half.", "partial output"),
+    ),
     "supervisor_stopped": (
         RunResult("supervisor_stopped", "Half.", "react", error="stopped by supervisor 's'"),
         S.CANCELLED,

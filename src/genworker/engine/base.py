@@ -120,9 +120,13 @@ class FinalOutput:
 @dataclass(frozen=True, slots=True)
 class Interrupted:
     # waiting: a tool suspended the run; budget_exceeded: the depth's token budget (or a supervisor's
-    # budget) is spent; supervisor_stopped: a supervisor's deterministic check paused or stopped it
-    reason: Literal["max_turns_exceeded", "budget_exceeded", "condition_stopped", "supervisor_stopped", "waiting"]
+    # budget) is spent; supervisor_paused / supervisor_stopped: a supervisor's deterministic check
+    reason: Literal[
+        "max_turns_exceeded", "budget_exceeded", "condition_stopped", "supervisor_paused", "supervisor_stopped",
+        "waiting",
+    ]  # fmt: skip
     text: str = ""
+    checkpoint: tuple[Message, ...] = ()  # a loop stopped between turns: its conversation, to resume it
 
 
 @dataclass(frozen=True, slots=True)

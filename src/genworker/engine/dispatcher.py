@@ -112,10 +112,10 @@ class EngineDispatcher:
         match outcome:
             case FinalOutput(text=text):
                 return RunResult("completed", text, "react", tool_calls=loop.tool_calls)
-            case Interrupted(reason=reason, text=text):
-                # a spent budget or a supervisor's stop: the run record's error says which and why
-                error = text if reason in ("budget_exceeded", "supervisor_stopped") else ""
-                return RunResult(reason, text, "react", tool_calls=loop.tool_calls, error=error)
+            case Interrupted(reason=reason, text=text, checkpoint=checkpoint):
+                # a spent budget or a supervisor's pause or stop: the run record says which and why
+                error = text if reason in ("budget_exceeded", "supervisor_paused", "supervisor_stopped") else ""
+                return RunResult(reason, text, "react", tool_calls=loop.tool_calls, error=error, checkpoint=checkpoint)
             case NeedsApproval(call=call, reason=reason, checkpoint=checkpoint):
                 return RunResult(
                     "approval_required", "", "react", tool_calls=loop.tool_calls, pending_approval=call,

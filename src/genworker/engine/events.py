@@ -39,6 +39,7 @@ FinishedOutcome = Literal[
     "budget_exceeded",
     "approval_required",
     "condition_stopped",
+    "supervisor_paused",
     "supervisor_stopped",
     "waiting",
 ]

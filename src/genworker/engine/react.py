@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, assert_never
 
 from genworker.engine.base import (
@@ -63,7 +64,7 @@ class ReactLoop:
             match outcome:
                 case RunAgain(messages=messages):
                     if self.deps.guard is not None and (stop := await self.deps.guard()) is not None:
-                        return stop
+                        return replace(stop, checkpoint=messages)  # a paused run resumes from here
                     spent = recorded_tokens()
                     if budget is not None and spent is not None and spent >= budget.token_budget:
                         return Interrupted(

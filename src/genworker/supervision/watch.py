@@ -98,9 +98,10 @@ class RunWatcher:
         if decision.action == "request_review":
             entry["confirmation_id"] = await self._request_review(decision)
         if decision.action in ("pause", "stop") and self._stop is None:
-            verb = "paused" if decision.action == "pause" else "stopped"
-            reason: Literal["budget_exceeded", "supervisor_stopped"] = (
-                "budget_exceeded" if decision.budget else "supervisor_stopped"
+            paused = decision.action == "pause"
+            verb = "paused" if paused else "stopped"
+            reason: Literal["budget_exceeded", "supervisor_paused", "supervisor_stopped"] = (
+                "budget_exceeded" if decision.budget else "supervisor_paused" if paused else "supervisor_stopped"
             )
             self._stop = Interrupted(
                 reason, f"{verb} by supervisor {decision.policy!r} ({decision.check}): {decision.reason}"

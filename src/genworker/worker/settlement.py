@@ -133,7 +133,7 @@ class Settler:
             self.memory.learn_later(binding, remembered, episode)
         await written.durable()  # long done, unless the run called no tool
         await ended.durable()
-        await self._ask_tool_approval(req, admitted, ref, result)
+        await self._ask_person(req, admitted, ref, result)
         # a client that sees RUN_FINISHED finds the run, turn and episode stored
         finished = (ran.finished,) if ran.finished is not None else ()
         return (*finished, RouteDone(result, record))
@@ -226,12 +226,16 @@ class Settler:
             return None
         return await self.memory.write_run(binding, outcome)
 
-    async def _ask_tool_approval(self, req: RouteRequest, admitted: Admitted, ref: RunRef, result: RunResult) -> None:
-        """A tool call or graph interrupt the run waits on becomes a confirmation (none: nothing),
-        with the skill that ran and, from a ReAct loop, its checkpoint, so approval continues it."""
+    async def _ask_person(self, req: RouteRequest, admitted: Admitted, ref: RunRef, result: RunResult) -> None:
+        """A tool call or graph interrupt the run waits on, or a supervisor's pause, becomes a confirmation
+        (otherwise nothing), with the skill that ran and, from a ReAct loop, its checkpoint, so approval
+        continues it."""
         call = result.pending_approval
-        if call is None:
+        paused = result.status == "supervisor_paused" and bool(result.checkpoint)
+        if call is None and not paused:
             return
+        kind = "pause" if paused else "interrupt" if result.continuation.get("kind") == "interrupt" else "tool"
+        reason = result.error or (f"tool {call.name} needs a person's approval" if call else "paused by a supervisor")
         manifest = admitted.manifest
         await self.confirmations.request(
             tenant_id=req.tenant_id,
@@ -242,11 +246,11 @@ class Settler:
             text=req.text,
             skill_id=admitted.skill.name,
             gate_ref=None,
-            reasons=(result.error or f"tool {call.name} needs a person's approval",),
-            kind="interrupt" if result.continuation.get("kind") == "interrupt" else "tool",
+            reasons=(reason,),
+            kind=kind,
             checkpoint=[dict(m) for m in result.checkpoint],
             continuation=dict(result.continuation) or None,  # a plan's or graph's: approval continues it
-            tool_call={"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
+            tool_call={"id": call.id, "name": call.name, "arguments": dict(call.arguments)} if call else None,
             posture=admitted.outcome.decision.posture,
             approval_ref=manifest.provenance.approval_ref,
             source_type=req.source_type,

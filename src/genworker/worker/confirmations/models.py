@@ -82,8 +82,9 @@ class Confirmation:
     # is {"id", "name", "arguments"}, run under `posture` once approved; "interrupt": a LangGraph graph
     # asked a person (`tool_call` holds its value): approving or rejecting continues the graph
     # "review": a supervisor asked a person to look at a run (docs/supervision.md): deciding it only
-    # records the decision, nothing runs again
-    kind: Literal["gate", "tool", "interrupt", "review"] = "gate"
+    # records the decision, nothing runs again; "pause": a supervisor paused a ReAct run between turns:
+    # approving resumes it from `checkpoint`, rejecting cancels it
+    kind: Literal["gate", "tool", "interrupt", "review", "pause"] = "gate"
     tool_call: dict[str, Any] | None = None
     posture: str = "normal"
     approval_ref: str | None = None  # the gate approval the waiting run carried, if any

@@ -84,6 +84,8 @@ async def resolve(
             resume = (*decided.checkpoint, {"role": "tool", "tool_call_id": call_id, "content": result})
         else:  # a workflow's interrupt: the task runs again with the call's result
             text = f"{decided.text}\n\n{_approved_call_text(decided, result)}"
+    elif status == "approved" and decided.kind == "pause":  # a supervisor's pause: the loop goes on from there
+        resume = tuple(decided.checkpoint)
     waiting = RunRef(tenant_id, worker_id, decided.run_id)
     try:
         if status == "rejected":

@@ -115,6 +115,10 @@ def _settled(run: RunRecord, result: RunResult, goal_status: GoalStatus | None, 
             return replace(
                 moved, deliverables=(*run.deliverables, *output), goal_status=goal_status or GoalStatus.NOT_APPLICABLE
             )
+        case "supervisor_paused":  # a person resumes it (its confirmation of kind pause) or it is cancelled
+            moved = _advance(run, RunState.PAUSED, now, result.error or "paused by a supervisor")
+            partial = tuple(replace(d, title="partial output") for d in output)
+            return replace(moved, deliverables=(*run.deliverables, *partial))
         case "supervisor_stopped":  # a supervisor's check ended it: not done, not failed (docs/supervision.md)
             moved = _advance(run, RunState.CANCELLED, now, "supervisor_stopped")
             partial = tuple(replace(d, title="partial output") for d in output)
