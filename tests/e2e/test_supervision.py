@@ -165,3 +165,20 @@ def test_a_paused_run_is_resumed_where_it_stopped_by_approving_its_confirmation(
     # resumed in place: the model saw the conversation up to the pause, the refused call included
     resumed = json.dumps(model_server.requests[-1]["messages"])
     assert "refused by supervisor 'careful'" in resumed and "What does my note say?" in resumed
+
+
+def test_rejecting_a_paused_runs_confirmation_cancels_it(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    policy(workspace, "careful", {"attach": {"all": True}, "tools": ["memory_*"], "on_violation": "pause"})
+    model_server.expect(Reply("Reading.", tool_calls=(ToolCallReply("file_read", {"path": "files/notes.md"}, "c1"),)))
+    api_key = key(workspace, "acme")
+    auth = {"Authorization": f"Bearer {api_key}"}
+    with serve(tmp_path, workspace, model_server) as server:
+        base = server.url + "/api/v1/workers/alice"
+        run_id = chat(server, api_key, {"worker_id": "alice", "message": "What does my note say?"})[-1]["runId"]
+        (confirmation,) = httpx.get(base + "/confirmations", headers=auth).json()["confirmations"]
+        rejected = httpx.post(base + f"/confirmations/{confirmation['confirmation_id']}/reject", headers=auth)
+        after = httpx.get(base + f"/runs/{run_id}", headers=auth).json()
+    assert rejected.status_code == 200 and confirmation["kind"] == "pause"
+    assert after["state"] == "cancelled"  # nothing runs again; the model was asked once
