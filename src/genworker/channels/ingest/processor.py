@@ -652,7 +652,10 @@ def _final_text(done: RouteDone, approval: ApprovalRequired | None) -> str | Non
             return result.output or "Done."
         case "approval_required":
             return approval_text(approval.call_id if approval is not None else "?")
-        case "max_turns_exceeded" | "budget_exceeded" | "condition_stopped" | "supervisor_stopped" | "waiting":
+        case (
+            "max_turns_exceeded" | "budget_exceeded" | "condition_stopped" | "supervisor_paused"
+            | "supervisor_stopped" | "waiting"
+        ):  # fmt: skip
             return result.output or FAILURE_TEXT
         case _:
             log.warning(
