@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.e2e.test_dashboard_browser import A11Y_PROBLEMS, GLOBEX, WAIT_MS, go, log_in, shot
-from tests.e2e.test_dashboard_browser import browser as browser
+from tests.e2e.test_dashboard_browser import A11Y_PROBLEMS, GLOBEX, go, log_in, shot
+from tests.e2e.test_dashboard_browser import browser as browser  # the page fixture's
 from tests.e2e.test_dashboard_browser import page as page
 from tests.e2e.test_dashboard_console_browser import OVERFLOW, PHONE, _task, doc_shot, run_route
 
@@ -112,22 +112,17 @@ def test_a_failed_run_shows_its_reason_and_its_timeline_ends_in_the_error(page: 
     shot(page, "run-view-failed")
 
 
-def test_on_a_phone_the_timeline_is_cards_without_sideways_scrolling(browser: Any, runs: Runs) -> None:
+def test_on_a_phone_the_timeline_is_cards_without_sideways_scrolling(page: Any, runs: Runs) -> None:
     from playwright.sync_api import expect
 
-    context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
-    context.set_default_timeout(WAIT_MS)
-    try:
-        phone = context.new_page()
-        log_in(phone, runs.url, runs.demo)
-        go(phone, run_route(runs.ok_run))
-        assert phone.evaluate(OVERFLOW) <= 0, "the run view scrolls sideways on a phone"
-        cell = phone.locator("table.timeline td[data-label='Event']").first
-        expect(cell).to_be_visible()
-        assert phone.evaluate("(e) => getComputedStyle(e, '::before').content", cell.element_handle()) == '"Event"'
-        shot(phone, "run-view-phone")
-    finally:
-        context.close()
+    page.set_viewport_size(PHONE)  # the console's layout follows the width alone
+    log_in(page, runs.url, runs.demo)
+    go(page, run_route(runs.ok_run))
+    assert page.evaluate(OVERFLOW) <= 0, "the run view scrolls sideways on a phone"
+    cell = page.locator("table.timeline td[data-label='Event']").first
+    expect(cell).to_be_visible()
+    assert page.evaluate("(e) => getComputedStyle(e, '::before').content", cell.element_handle()) == '"Event"'
+    shot(page, "run-view-phone")
 
 
 def test_another_tenants_key_cannot_open_the_run_view(page: Any, runs: Runs) -> None:
