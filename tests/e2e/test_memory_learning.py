@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ import httpx2 as httpx
 import pytest
 from tests.e2e.test_chat_api import chat, key, serve
 
+from genworker.experiments.models import Experiment, ExperimentSpec, Variant
+from genworker.experiments.store import ExperimentStore
 from genworker.testing import Reply, ScriptedModelServer
 from genworker.testing.live_server import LiveServer
 
@@ -123,3 +126,40 @@ def test_a_candidate_is_promoted_only_after_evaluation_kept_in_time_and_rolled_b
 
 def _key(workspace: Path, tenant: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key(workspace, tenant)}"}
+
+
+def _experiment(workspace: Path, experiment_id: str, state: str, winner: str | None) -> None:
+    now = datetime.now(UTC)
+    spec = ExperimentSpec(question="How to cc finance?", variants={"a": Variant(), "b": Variant(tier="fast")})
+    ExperimentStore(workspace).create(
+        Experiment(
+            experiment_id=experiment_id, tenant_id="acme", worker_id="alice", spec=spec, state=state,  # type: ignore[arg-type]
+            created_at=now, created_by="key:k", updated_at=now, winner=winner,
+        )
+    )  # fmt: skip
+
+
+def test_an_experiment_is_the_evaluation_only_when_it_succeeded(
+    tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.expect(Reply("Noted."))
+    _experiment(workspace, "exp-failed", "failed", None)
+    _experiment(workspace, "exp-won", "succeeded", "b")
+    with serve(tmp_path, workspace, model_server) as server:
+        api = Api(server, key(workspace, "acme"))
+        run = api.run("CC finance on invoices over 10k")
+        candidate = api.post("/candidates", {"run_id": run, "text": "CC finance over 10k", "key": "cc"}).json()
+        promote = f"/candidates/{candidate['candidate']['candidate_id']}/promote"
+
+        def by(experiment_id: str) -> httpx.Response:
+            return api.post(
+                promote, {"to": "worker", "evaluation": {"kind": "experiment", "experiment_id": experiment_id}}
+            )
+
+        failed, unknown, won = by("exp-failed"), by("exp-nope"), by("exp-won")
+    assert (failed.status_code, failed.json()["error"]["code"]) == (409, "evaluation_failed")
+    assert "the experiment is failed" in failed.json()["error"]["message"]
+    assert unknown.status_code == 404
+    assert won.status_code == 200, won.text
+    provenance = won.json()["fact"]["provenance"]
+    assert provenance["experiment_id"] == "exp-won" and provenance["evaluation"]["detail"].endswith("winner b")

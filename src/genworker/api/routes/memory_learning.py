@@ -10,7 +10,6 @@ not_next_level, already_known, candidate_rejected, promoted_further, not_active)
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,7 +25,8 @@ from genworker.api.errors import ApiError, error_responses
 from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, WorkerId, id_path
 from genworker.api.runs import router_of
 from genworker.auth import Principal
-from genworker.ids import safe_join, validate_id
+from genworker.experiments.errors import ExperimentFileError, ExperimentNotFound
+from genworker.experiments.store import ExperimentStore
 from genworker.memory.candidates import CandidateStore
 from genworker.memory.episodes import worker_memory_dir
 from genworker.memory.errors import MemoryPolicyError
@@ -233,18 +233,14 @@ async def _evaluation(runtime: Runtime, w: _Worker, body: PromoteBody, source_ru
 
 
 def _experiment(w: _Worker, experiment_id: str) -> tuple[str, str | None]:
-    """An experiment's state and winner from its file (runtime/experiments/<id>.json, schema_version 1)."""
-    folder = safe_join(w.root, "tenants", w.tenant_id, "workers", w.worker_id) / "runtime" / "experiments"
-    path = folder / f"{validate_id(experiment_id, 'experiment id')}.json"
+    """An experiment's state and winner, from its store (docs/experiments.md)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ApiError(404, "experiment_not_found", f"no experiment {experiment_id!r}") from None
-    except (OSError, ValueError) as exc:
-        raise ApiError(500, "experiment_unreadable", f"experiment {experiment_id!r}: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema_version") != 1:
-        raise ApiError(500, "experiment_unreadable", f"experiment {experiment_id!r}: schema_version is not 1")
-    return str(data.get("state")), data.get("winner")
+        experiment = ExperimentStore(w.root).get(w.tenant_id, w.worker_id, experiment_id)
+    except ExperimentNotFound as exc:
+        raise ApiError(404, "experiment_not_found", str(exc)) from None
+    except (OSError, ExperimentFileError) as exc:
+        raise ApiError(500, "experiment_unreadable", str(exc)) from None
+    return experiment.state, experiment.winner
 
 
 async def _supervisor(w: _Worker, run_id: str | None) -> SupervisorVerdict:
