@@ -13,6 +13,7 @@ import pytest
 from genworker.memory.candidates import Candidate, CandidateStore
 from genworker.memory.episodes import worker_memory_dir
 from genworker.memory.models import MemoryBinding, MemoryQuery, Provenance
+from genworker.memory.orchestrator import MemoryOrchestrator
 from genworker.memory.promotion import (
     Evaluation,
     FactsProvider,
@@ -144,3 +145,16 @@ async def test_active_facts_are_recalled_only_in_their_bound_scopes(tmp_path: Pa
     assert await provider.recall(other) == []
     promotions.rollback("acme", "alice", duty.fact_id, "key:k1")
     assert await provider.recall(bound) == []
+
+
+async def test_one_key_with_other_values_in_two_layers_is_flagged_conflicting(
+    tmp_path: Path, promotions: Promotions
+) -> None:
+    duty = propose(tmp_path, "CC finance on invoices over 10k")
+    worker = propose(tmp_path, "CC finance on invoices over 5k", duty=None)
+    promotions.promote("acme", "alice", duty.candidate_id, "duty", PASSED, CALM, "key:k1")
+    promotions.promote("acme", "alice", worker.candidate_id, "worker", PASSED, CALM, "key:k1")
+    provider = FactsProvider(lambda b: [promotions.worker_facts(b.tenant_id, b.worker_id)])
+    binding = MemoryBinding("acme", "alice", run_id="r2", duty_id="billing")
+    recalled = await MemoryOrchestrator([provider]).query(MemoryQuery("invoices", binding))
+    assert sorted((h.scope.kind.value, h.conflict) for h in recalled.hits) == [("duty", True), ("worker", True)]
