@@ -29,7 +29,7 @@ from typing import Final
 from genworker.autonomy.spaces.config import SpaceSettings
 from genworker.autonomy.spaces.index import IndexedSpace, SpaceIndex, cosine
 from genworker.autonomy.spaces.models import ContextEvent, SpaceState
-from genworker.autonomy.spaces.similarity import entity_cover, similarity, tokens, word_cover
+from genworker.autonomy.spaces.similarity import blend, entity_cover, tokens, word_cover
 
 __all__ = ["OLD_STATES", "Ranked", "match_text", "rank", "retrieve", "similar", "window_boost"]
 
@@ -71,10 +71,18 @@ def retrieve(index: SpaceIndex, event: ContextEvent, s: SpaceSettings, now: date
 
 def similar(p: IndexedSpace, event: ContextEvent, words: Sequence[str], query: Sequence[float] | None) -> float:
     """How much the fact is about the space: words and entities, or its meaning when both have vectors."""
-    score = similarity(event.entities, words, p.entities, p.keywords)
+    return _similar(p, event, words, query)[0]
+
+
+def _similar(
+    p: IndexedSpace, event: ContextEvent, words: Sequence[str], query: Sequence[float] | None
+) -> tuple[float, float]:
+    """(`similar`, how much of the fact the space covers: the larger of its entity and word covers)."""
+    entities, found = entity_cover(event.entities, p.entities), word_cover(words, p.keywords)
+    score = blend(event.entities, entities, found)
     if query is not None and p.vector is not None:
         score = max(score, cosine(query, p.vector))
-    return score
+    return score, max(entities, found)
 
 
 def rank(
@@ -89,22 +97,22 @@ def rank(
     window = s.recency_window.total_seconds() or 1.0
     scored = []
     for p in profiles:
-        score = similar(p, event, words, query)
+        score, cover = _similar(p, event, words, query)
         if p.pinned:
             score += _PINNED_BOOST
         idle = max((now - p.last_active).total_seconds(), 0.0)
         score += _RECENT_BOOST * max(0.0, 1.0 - idle / window)
         if p.due is not None and now - timedelta(days=1) <= p.due <= now + _DUE_SOON:
             score += _DUE_BOOST
-        score += window_boost(p, event, words, s)
+        score += window_boost(p, event, s, cover)
         scored.append((p, score))
     scored.sort(key=lambda pair: (-pair[1], pair[0].space_id))
     return scored[: s.shown_max]
 
 
-def window_boost(p: IndexedSpace, event: ContextEvent, words: Sequence[str], s: SpaceSettings) -> float:
+def window_boost(p: IndexedSpace, event: ContextEvent, s: SpaceSettings, cover: float) -> float:
     """Up to `_WINDOW_BOOST`: the space's nearest fact (or meeting start) within the time window of
-    this fact, times how much of the fact the space covers."""
+    this fact, times how much of the fact the space covers (`cover`, 0..1)."""
     window = s.time_window.total_seconds()
     if window <= 0 or not p.times:
         return 0.0
@@ -114,7 +122,6 @@ def window_boost(p: IndexedSpace, event: ContextEvent, words: Sequence[str], s: 
     nearest = min(_nearest(p.times, a) for a in at)
     if nearest >= window:
         return 0.0
-    cover = max(entity_cover(event.entities, p.entities), word_cover(words, p.keywords))
     return _WINDOW_BOOST * (1.0 - nearest / window) * cover
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Final
 
-__all__ = ["ENTITY_WEIGHTS", "entity_cover", "keywords", "similarity", "tokens", "word_cover"]
+__all__ = ["ENTITY_WEIGHTS", "blend", "entity_cover", "keywords", "similarity", "tokens", "word_cover"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
@@ -73,8 +73,12 @@ def similarity(
 ) -> float:
     """The entities' share grows with their weight up to 0.6: a fact naming only a person (who works
     on many things) is judged mostly by its words, one naming an issue mostly by the issue."""
-    words = word_cover(fact_words, space_words)
+    return blend(fact_entities, entity_cover(fact_entities, space_entities), word_cover(fact_words, space_words))
+
+
+def blend(fact_entities: Sequence[str], entities: float, words: float) -> float:
+    """`similarity` from its two covers (for a caller that needs them apart too)."""
     share = min(0.6, 0.2 * sum(_weight(e) for e in fact_entities))
     if share == 0.0:
         return words
-    return share * entity_cover(fact_entities, space_entities) + (1 - share) * words
+    return share * entities + (1 - share) * words
