@@ -19,7 +19,7 @@
     duty: "Duty", goal: "Goal", chat: "Chat", im: "IM", event: "Event", sensor: "Sensor", schedule: "Schedule",
     manual: "Manual", task: "Task", cancelled: "Cancelled",
     run: "Run", conversation: "Conversation", worker: "Worker", tenant: "Tenant", episode: "Episode", summary: "Summary",
-    preference: "Preference", decision: "Decision", superseded: "Superseded", consolidation: "Consolidation",
+    preference: "Preference", decision: "Decision", consolidation: "Consolidation",
     promotion: "Promotion", import: "Import", statement: "Statement",
     shadow: "In shadow", rolled_back: "Rolled back", discarded: "Discarded", brief: "Reported in a brief",
     confirm: "Asks a person", gate: "Gate decision", feedback: "Feedback", policy: "Policy step",
