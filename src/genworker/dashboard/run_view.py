@@ -262,7 +262,7 @@ async def run_detail(runtime: Runtime, run: RunRecord) -> dict[str, Any]:
     def read() -> dict[str, Any]:
         view = _view(run, governance(SnapshotStore(root), run), tool_audit(root, run))
         view.update(_trace(root, run))  # context and timeline
-        try:  # the supervisor's decisions and comments, kept beside the run (docs/supervision.md)
+        try:  # the supervisor's decisions and comments, kept beside the run (docs/supervisor.md)
             view["supervision"] = run_record(root, run.tenant_id, run.worker_id, run.run_id)
         except (PolicyError, OSError, ValueError) as exc:
             view["supervision"] = {"error": str(exc)}

@@ -44,7 +44,7 @@ __all__ = [
 
 Level = Literal["run", "duty", "worker", "tenant"]
 LEVELS: tuple[Level, ...] = ("run", "duty", "worker", "tenant")
-# supervisor states of the source run that keep its candidates where they are (docs/supervision.md)
+# supervisor states of the source run that keep its candidates where they are (docs/supervisor.md)
 _OBJECTING = frozenset({"attention_required", "paused"})
 
 

@@ -121,7 +121,7 @@ class WorkerRouter:
     duty_outcomes: DutyOutcomeSteps | None = None  # a duty run's contract, deliveries, escalations
     checkpoints: CheckpointStores | None = None  # LangGraph checkpoints (default: the workers' files)
     service: ServiceDesk | None = None  # service mode: admission, session TTL, knowledge, hand-offs
-    supervision: RunSupervision | None = None  # policies watching runs (docs/supervision.md)
+    supervision: RunSupervision | None = None  # policies watching runs (docs/supervisor.md)
     plans: PlanRegistry | None = None  # planned effects (evidence.planned_effects) -> the Conflict Arbiter
     traces: RunTraces | None = None  # each run's context and AG-UI timeline, for the run view
 

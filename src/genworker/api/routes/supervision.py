@@ -1,4 +1,4 @@
-"""Supervisor policies of a worker (docs/supervision.md): list, write, attach to a conversation, a
+"""Supervisor policies of a worker (docs/supervisor.md): list, write, attach to a conversation, a
 duty's runs or an experiment; and the supervision record kept with a run. Tenant from the key."""
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ class Confirmation:
     # "gate": the governance stage gated the task; "tool": a tool call inside a run waits — `tool_call`
     # is {"id", "name", "arguments"}, run under `posture` once approved; "interrupt": a LangGraph graph
     # asked a person (`tool_call` holds its value): approving or rejecting continues the graph
-    # "review": a supervisor asked a person to look at a run (docs/supervision.md): deciding it only
+    # "review": a supervisor asked a person to look at a run (docs/supervisor.md): deciding it only
     # records the decision, nothing runs again; "pause": a supervisor paused a ReAct run between turns:
     # approving resumes it from `checkpoint`, rejecting cancels it
     kind: Literal["gate", "tool", "interrupt", "review", "pause"] = "gate"

@@ -119,7 +119,7 @@ def _settled(run: RunRecord, result: RunResult, goal_status: GoalStatus | None, 
             moved = _advance(run, RunState.PAUSED, now, result.error or "paused by a supervisor")
             partial = tuple(replace(d, title="partial output") for d in output)
             return replace(moved, deliverables=(*run.deliverables, *partial))
-        case "supervisor_stopped":  # a supervisor's check ended it: not done, not failed (docs/supervision.md)
+        case "supervisor_stopped":  # a supervisor's check ended it: not done, not failed (docs/supervisor.md)
             moved = _advance(run, RunState.CANCELLED, now, "supervisor_stopped")
             partial = tuple(replace(d, title="partial output") for d in output)
             error = RunError("supervisor_stopped", result.error or result.output or "stopped by a supervisor")
