@@ -58,6 +58,7 @@ def test_a_candidate_is_promoted_only_after_evaluation_kept_in_time_and_rolled_b
         Reply("Noted: CC finance on invoices over 10k."),
         Reply("Invoice sent, finance in CC."),
         Reply("Noted: the limit is 5k now."),
+        Reply("Invoice of 6k sent, finance in CC."),
         Reply("Sent with finance in CC."),
     )
     api_key = key(workspace, "acme")
@@ -93,7 +94,11 @@ def test_a_candidate_is_promoted_only_after_evaluation_kept_in_time_and_rolled_b
         later_run = api.run("Make it 5k: CC finance on invoices over 5k")
         body = {"run_id": later_run, "text": "CC finance on invoices over 5k", "key": "cc"}
         second = api.post("/candidates", body).json()["candidate"]
-        new = api.post(f"/candidates/{second['candidate_id']}/promote", {"to": "worker", "evaluation": _replay(replay)})
+        promote_second = f"/candidates/{second['candidate_id']}/promote"
+        earlier = api.post(promote_second, {"to": "worker", "evaluation": _replay(replay)})  # ran before it was filed
+        assert (earlier.status_code, earlier.json()["error"]["code"]) == (409, "evaluation_failed")
+        second_replay = api.run("Send the BETA invoice of 6k")
+        new = api.post(promote_second, {"to": "worker", "evaluation": _replay(second_replay)})
         assert new.status_code == 200, new.text
         new_fact = new.json()["fact"]
         history = {f["fact_id"]: f for f in api.get("/facts", key="cc")["facts"]}
@@ -128,9 +133,10 @@ def _key(workspace: Path, tenant: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key(workspace, tenant)}"}
 
 
-def _experiment(workspace: Path, experiment_id: str, state: str, winner: str | None) -> None:
+def _experiment(workspace: Path, experiment_id: str, state: str, winner: str | None, instructions: str) -> None:
     now = datetime.now(UTC)
-    spec = ExperimentSpec(question="How to cc finance?", variants={"a": Variant(), "b": Variant(tier="fast")})
+    variants = {"a": Variant(), "b": Variant(tier="fast", instructions=instructions)}
+    spec = ExperimentSpec(question="How to cc finance?", variants=variants)
     ExperimentStore(workspace).create(
         Experiment(
             experiment_id=experiment_id, tenant_id="acme", worker_id="alice", spec=spec, state=state,  # type: ignore[arg-type]
@@ -143,12 +149,14 @@ def test_an_experiment_is_the_evaluation_only_when_it_succeeded(
     tmp_path: Path, workspace: Path, model_server: ScriptedModelServer
 ) -> None:
     model_server.expect(Reply("Noted."))
-    _experiment(workspace, "exp-failed", "failed", None)
-    _experiment(workspace, "exp-won", "succeeded", "b")
+    _experiment(workspace, "exp-before", "succeeded", "b", "Cc finance  over 10K")  # before the candidate
     with serve(tmp_path, workspace, model_server) as server:
         api = Api(server, key(workspace, "acme"))
         run = api.run("CC finance on invoices over 10k")
         candidate = api.post("/candidates", {"run_id": run, "text": "CC finance over 10k", "key": "cc"}).json()
+        _experiment(workspace, "exp-failed", "failed", None, "")
+        _experiment(workspace, "exp-other", "succeeded", "b", "Answer in French.")  # tried something else
+        _experiment(workspace, "exp-won", "succeeded", "b", "Cc finance  over 10K")  # tried this candidate
         promote = f"/candidates/{candidate['candidate']['candidate_id']}/promote"
 
         def by(experiment_id: str) -> httpx.Response:
@@ -156,9 +164,12 @@ def test_an_experiment_is_the_evaluation_only_when_it_succeeded(
                 promote, {"to": "worker", "evaluation": {"kind": "experiment", "experiment_id": experiment_id}}
             )
 
-        failed, unknown, won = by("exp-failed"), by("exp-nope"), by("exp-won")
-    assert (failed.status_code, failed.json()["error"]["code"]) == (409, "evaluation_failed")
+        failed, unknown, other, before = by("exp-failed"), by("exp-nope"), by("exp-other"), by("exp-before")
+        won = by("exp-won")
+    for refused in (failed, other, before):
+        assert (refused.status_code, refused.json()["error"]["code"]) == (409, "evaluation_failed")
     assert "the experiment is failed" in failed.json()["error"]["message"]
+    assert "carries its text" in other.json()["error"]["message"]
     assert unknown.status_code == 404
     assert won.status_code == 200, won.text
     provenance = won.json()["fact"]["provenance"]

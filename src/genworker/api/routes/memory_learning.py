@@ -26,8 +26,9 @@ from genworker.api.params import ID_MAX_LENGTH, ID_SCHEMA_PATTERN, WorkerId, id_
 from genworker.api.runs import router_of
 from genworker.auth import Principal
 from genworker.experiments.errors import ExperimentFileError, ExperimentNotFound
+from genworker.experiments.models import Experiment
 from genworker.experiments.store import ExperimentStore
-from genworker.memory.candidates import CandidateStore
+from genworker.memory.candidates import Candidate, CandidateStore
 from genworker.memory.episodes import worker_memory_dir
 from genworker.memory.errors import MemoryPolicyError
 from genworker.memory.models import Provenance
@@ -171,9 +172,8 @@ async def promote(
         candidate = await asyncio.to_thread(store.get, candidate_id)
     except LookupError as exc:
         raise ApiError(404, "candidate_not_found", str(exc)) from None
-    source_run = candidate.provenance.run_id
-    evaluation = await _evaluation(runtime, w, body, source_run)
-    supervisor = await _supervisor(w, source_run)
+    evaluation = await _evaluation(runtime, w, body, candidate)
+    supervisor = await _supervisor(w, candidate.provenance.run_id)
     by = f"key:{principal.key_id}"
     fact = await _blocking(
         partial(Promotions(w.root).promote, w.tenant_id, w.worker_id, candidate_id, body.to, evaluation, supervisor, by)
@@ -212,35 +212,47 @@ async def rollback(worker_id: WorkerId, fact_id: FactId, principal: Auth, runtim
     return {"fact": fact.model_dump(mode="json")}
 
 
-async def _evaluation(runtime: Runtime, w: _Worker, body: PromoteBody, source_run: str | None) -> Evaluation | None:
-    """The gate's evaluation, read from the worker's own records (a client's word is not a verdict)."""
+async def _evaluation(runtime: Runtime, w: _Worker, body: PromoteBody, candidate: Candidate) -> Evaluation | None:
+    """The gate's evaluation, read from the worker's own records (a client's word is not a verdict). It
+    must be of this candidate: a replay is a run queued after the candidate was filed (not its own run),
+    an experiment one created after it whose winning variant's instructions carry its text."""
     match body.evaluation:
         case None:
             return None
         case ReplayEvaluation(run_id=run_id):
             run = await _run(runtime, w, run_id)
-            if run_id == source_run:
-                return Evaluation(
-                    kind="replay", ref=run_id, passed=False, detail="the candidate's own run is no replay"
-                )
+            if run_id == candidate.provenance.run_id or run.timings.queued_at < candidate.created_at:
+                detail = "a replay is a run queued after the candidate was filed, not its own run or an earlier one"
+                return Evaluation(kind="replay", ref=run_id, passed=False, detail=detail)
             passed = run.state is RunState.COMPLETED and run.goal_status is not GoalStatus.NOT_MET
             detail = f"the replay run is {run.state.value}, goal {run.goal_status.value}"
             return Evaluation(kind="replay", ref=run_id, passed=passed, detail=detail)
         case ExperimentEvaluation(experiment_id=experiment_id):
-            state, winner = await asyncio.to_thread(_experiment, w, experiment_id)
-            detail = f"the experiment is {state}" + (f", winner {winner}" if winner else "")
-            return Evaluation(kind="experiment", ref=experiment_id, passed=state == "succeeded", detail=detail)
+            experiment = await asyncio.to_thread(_experiment, w, experiment_id)
+            detail = f"the experiment is {experiment.state}" + (
+                f", winner {experiment.winner}" if experiment.winner else ""
+            )
+            tried = _words(experiment.spec.variants[experiment.winner].instructions) if experiment.winner else ""
+            if _words(candidate.text) not in tried or experiment.created_at < candidate.created_at:
+                detail += "; no winning variant created after the candidate carries its text in its instructions"
+                return Evaluation(kind="experiment", ref=experiment_id, passed=False, detail=detail)
+            passed = experiment.state == "succeeded"
+            return Evaluation(kind="experiment", ref=experiment_id, passed=passed, detail=detail)
 
 
-def _experiment(w: _Worker, experiment_id: str) -> tuple[str, str | None]:
-    """An experiment's state and winner, from its store (docs/experiments.md)."""
+def _words(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def _experiment(w: _Worker, experiment_id: str) -> Experiment:
+    """An experiment of the worker, from its store (docs/experiments.md)."""
     try:
         experiment = ExperimentStore(w.root).get(w.tenant_id, w.worker_id, experiment_id)
     except ExperimentNotFound as exc:
         raise ApiError(404, "experiment_not_found", str(exc)) from None
     except (OSError, ExperimentFileError) as exc:
         raise ApiError(500, "experiment_unreadable", str(exc)) from None
-    return experiment.state, experiment.winner
+    return experiment
 
 
 async def _supervisor(w: _Worker, run_id: str | None) -> SupervisorVerdict:
