@@ -46,6 +46,7 @@ _ASSETS = {
     "runview.js": "text/javascript; charset=utf-8",
     "runview.css": "text/css; charset=utf-8",
     "pages.js": "text/javascript; charset=utf-8",
+    "experiments.js": "text/javascript; charset=utf-8",
 }
 _PAGE_HEADERS = {
     "Content-Security-Policy": (

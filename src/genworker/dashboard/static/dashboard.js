@@ -235,6 +235,9 @@ function route() {
   if (parts[0] === "workers" && parts.length === 3 && parts[2] === "playground") return { view: "playground", worker: parts[1] };
   if (parts[0] === "workers" && parts.length === 4 && parts[2] === "runs") return { view: "run", worker: parts[1], run: parts[3] };
   if (parts[0] === "workers" && parts.length === 3 && WORKER_PAGES[parts[2]]) return { view: parts[2], worker: parts[1] };
+  if (parts[0] === "workers" && parts.length === 4 && WORKER_PAGES[parts[2]] && WORKER_PAGES[parts[2]].items) {
+    return { view: parts[2], worker: parts[1], item: parts[3] };  // one item of a page (experiments.js)
+  }
   return { view: "missing" };
 }
 
