@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) -> I
             Respond(lambda _: Reply(json.dumps({"comments": [COMMENT]})), "You supervise"),
             Respond(lambda _: Reply(LONG_ANSWER), "VARIANT-THOROUGH"),
             When("VARIANT-BROKEN", Fail(500)),
+            When("VARIANT-DOWN", Fail(500)),
+            Respond(lambda _: Reply("Nothing to report."), "VARIANT-VAGUE"),
             Respond(lambda _: Reply("The board pack is due Friday."), "VARIANT-BRIEF"),
         )
         with serve(tmp, workspace, model) as server:
@@ -98,6 +101,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory, demo_workspace_src: Path) -> I
             )  # fmt: skip
             assert answer.status_code == 201, answer.text
             experiment = answer.json()["experiment"]
+            variants = {"down": {"instructions": "VARIANT-DOWN"}, "vague": {"instructions": "VARIANT-VAGUE"}}
+            none = {**body, "experiment_id": "exp_none", "variants": variants, "target": None}
+            failed = httpx.post(
+                server.url + "/api/v1/workers/assistant/experiments?wait=true",
+                json=none, headers={"Authorization": f"Bearer {demo}"}, timeout=120,
+            )  # fmt: skip
+            assert failed.json()["experiment"]["state"] == "failed", failed.text
             assert experiment["state"] == "succeeded" and experiment["winner"] == "brief", experiment
             yield Lab(server.url, demo, globex, experiment)
 
@@ -151,26 +161,41 @@ def test_the_list_and_one_experiment_compared_with_its_winner_failure_and_chart(
     assert page.evaluate(SPLIT_WORDS) == []
     doc_shot(page, "experiments", full_page=True)
 
+    go(page, "#/workers/assistant/experiments/exp_none")  # every variant failed: no winner, and why
+    expect(view.locator(".outcome")).to_have_text("No winner: no variant succeeded")
+    expect(view).to_contain_text("No candidate file.")
+    expect(view.locator("table.experiment-variants .badge[data-value=winner]")).to_have_count(0)
+    expect(view.locator("tbody tr", has_text="vague").locator("td[data-label='Why it failed']")).to_contain_text(
+        "required checks failed"
+    )
+    go(page, "#/workers/assistant/experiments/exp_brief")
+
     run_id = next(v["run_id"] for v in lab.experiment["variants"] if v["name"] == "broken")
     broken.locator(f'a[href$="/runs/{run_id}"]').click()  # the variant's run opens in the run view
     expect(page.locator("body[data-page=run]")).to_have_count(1)
 
 
-def test_a_phone_and_another_tenants_key(browser: Any, page: Any, lab: Lab) -> None:
-    from playwright.sync_api import expect
-
+@contextmanager
+def phone_of(browser: Any) -> Iterator[Any]:
+    """A page in a 390x844 touch viewport of its own, closed after."""
     context = browser.new_context(viewport=PHONE, is_mobile=True, has_touch=True)
     context.set_default_timeout(WAIT_MS)
     try:
-        phone = context.new_page()
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def test_a_phone_and_another_tenants_key(browser: Any, page: Any, lab: Lab) -> None:
+    from playwright.sync_api import expect
+
+    with phone_of(browser) as phone:
         log_in(phone, lab.url, lab.demo)
         go(phone, "#/workers/assistant/experiments/exp_brief")
         expect(phone.locator("#view-experiments table.experiment-variants")).to_be_visible()
         assert phone.evaluate(OVERFLOW) <= 0, "the experiment page scrolls sideways on a phone"
         assert phone.evaluate(SPLIT_WORDS) == []
         shot(phone, "console-phone-experiments")
-    finally:
-        context.close()
 
     log_in(page, lab.url, lab.globex)
     for route in ("experiments", "experiments/exp_brief"):
