@@ -36,6 +36,10 @@ def git(root: Path, *args: str) -> str:
 
 @pytest.fixture
 def server(tmp_path: Path, demo_workspace: Path) -> Iterator[tuple[str, str, Path]]:
+    # inbox-triage sweeps on every half hour: a slot falling within the test would ask the model, and the
+    # check below is that editing asks it nothing
+    triage = demo_workspace / "tenants/demo/workers/assistant/duties/inbox-triage.md"
+    triage.write_text(triage.read_text(encoding="utf-8").replace("interval: 30m", "interval: 7d"), encoding="utf-8")
     (demo_workspace / ".gitignore").write_text("\n".join(STATE) + "\n", encoding="utf-8")
     git(demo_workspace, "init", "-q", "-b", "main")
     git(demo_workspace, "add", "-A")
