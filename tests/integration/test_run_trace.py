@@ -16,7 +16,7 @@ from tests.integration.test_dashboard_api import running
 from genworker.auth import ApiKeyStore
 from genworker.testing import Reply, ScriptedModelServer, ToolCallReply
 
-SECRET = "plain-signing-secret-value"  # no well-known key shape: only the worker's own secrets mask it
+SECRET = "fake-test-value-not-a-secret-7731"  # no well-known key shape: only the worker's own secrets mask it
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from genworker.worker.run_trace import context_report, traced
 
 pytestmark = pytest.mark.anyio
 
-SECRET = "hunter2-the-worker-secret"
+SECRET = "fake-test-value-worker-0042"
 OPENAI_KEY = "sk-" + "a1b2c3d4e5f6g7h8i9j0"
 
 
